@@ -1,0 +1,49 @@
+"""User functions, built-in operators, sources and sinks."""
+
+from operators.functions import (
+    FilterFunction,
+    FlatMapFunction,
+    Function,
+    KeyedProcessFunction,
+    KeySelector,
+    MapFunction,
+    ProcessFunction,
+    ReduceFunction,
+    RuntimeContext,
+)
+from operators.sinks import CollectSink, PrintSink, Sink, SinkWriter
+from operators.sources import CollectionSource, SequenceSource, Source, SourceReader
+from state_backends.descriptors import (
+    AggregateFunction,
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+
+__all__ = [
+    "Function",
+    "RuntimeContext",
+    "MapFunction",
+    "FlatMapFunction",
+    "FilterFunction",
+    "ReduceFunction",
+    "KeySelector",
+    "ProcessFunction",
+    "KeyedProcessFunction",
+    "Source",
+    "SourceReader",
+    "SequenceSource",
+    "CollectionSource",
+    "Sink",
+    "SinkWriter",
+    "CollectSink",
+    "PrintSink",
+    "AggregateFunction",
+    "ValueStateDescriptor",
+    "ListStateDescriptor",
+    "MapStateDescriptor",
+    "ReducingStateDescriptor",
+    "AggregatingStateDescriptor",
+]

@@ -1,0 +1,143 @@
+"""Built-in one-input operators: map, flat_map, filter, process, and keyed process / reduce."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from operators.context import KeyedContext
+from operators.functions import ProcessFunction
+from operators.operator import OneInputOperator
+
+__all__ = [
+    "MapOperator",
+    "FlatMapOperator",
+    "FilterOperator",
+    "ProcessOperator",
+    "KeyedProcessOperator",
+    "KeyedReduceOperator",
+]
+
+
+def _check_iterable(result: Any, operator_name: str) -> Iterable:
+    if isinstance(result, (tuple, str, bytes, dict)):
+        raise TypeError(
+            f"Operator '{operator_name}' returned a {type(result).__name__} where an iterable of records "
+            "was expected: yield each record, or return a list of records."
+        )
+    return result
+
+
+class MapOperator(OneInputOperator):
+    def __init__(self, name: str, function: Any, call: Callable):
+        super().__init__(name, function)
+        self.call = call
+
+    def process_batch(self, records: list) -> list:
+        call = self.call
+        return [call(r) for r in records]
+
+
+class FilterOperator(MapOperator):
+    def process_batch(self, records: list) -> list:
+        call = self.call
+        return [r for r in records if call(r)]
+
+
+class FlatMapOperator(MapOperator):
+    def process_batch(self, records: list) -> list:
+        call = self.call
+        out: list = []
+        extend = out.extend
+        for r in records:
+            result = call(r)
+            if result is not None:
+                extend(_check_iterable(result, self.name))
+        return out
+
+
+class _PlainContext(ProcessFunction.Context):
+    pass
+
+
+class ProcessOperator(OneInputOperator):
+    def open(self) -> None:
+        self.ctx = _PlainContext()
+        super().open()
+
+    def process_batch(self, records: list) -> list:
+        call = self.function.process_element
+        ctx = self.ctx
+        out: list = []
+        extend = out.extend
+        for r in records:
+            result = call(r, ctx)
+            if result is not None:
+                extend(_check_iterable(result, self.name))
+        return out
+
+
+class KeyedProcessOperator(OneInputOperator):
+    """A KeyedProcessFunction: the key is recomputed here (as Flink does) to scope state."""
+
+    keyed = True
+
+    def __init__(self, name: str, function: Any, key_selector: Callable):
+        super().__init__(name, function)
+        self.key_selector = key_selector
+
+    def open(self) -> None:
+        self.backend = self.runtime_context._backend
+        self.ctx = KeyedContext(self.backend)
+        super().open()
+
+    def process_batch(self, records: list) -> list:
+        call = self.function.process_element
+        key_of = self.key_selector
+        set_key = self.backend.set_current_key
+        ctx = self.ctx
+        out: list = []
+        extend = out.extend
+        for r in records:
+            set_key(key_of(r))
+            result = call(r, ctx)
+            if result is not None:
+                extend(_check_iterable(result, self.name))
+        return out
+
+
+class KeyedReduceOperator(OneInputOperator):
+    """Rolling reduce per key: emits the new reduced value for every record (Flink's semantics)."""
+
+    keyed = True
+    STATE_NAME = "reduce"
+
+    def __init__(self, name: str, function: Any, call: Callable, key_selector: Callable):
+        super().__init__(name, function)
+        self.call = call
+        self.key_selector = key_selector
+
+    def open(self) -> None:
+        from state_backends.descriptors import ValueStateDescriptor
+
+        self.backend = self.runtime_context._backend
+        self.backend.get_state(ValueStateDescriptor(self.STATE_NAME))
+        super().open()
+
+    def process_batch(self, records: list) -> list:
+        reduce = self.call
+        key_of = self.key_selector
+        backend = self.backend
+        set_key = backend.set_current_key
+        table_of = backend.table
+        name = self.STATE_NAME
+        out = []
+        append = out.append
+        for r in records:
+            key = key_of(r)
+            set_key(key)
+            table = table_of(name)
+            current = table.get(key)
+            value = r if current is None else reduce(current, r)
+            table[key] = value
+            append(value)
+        return out

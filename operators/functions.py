@@ -1,0 +1,156 @@
+"""Base classes for user functions, named as in PyFlink's ``pyflink.datastream.functions``.
+
+Every operator also accepts a plain callable (``lambda x: x * 2``); subclass these when a function needs
+``open`` / ``close`` or keyed state. ``process_element`` and ``flat_map`` may ``return`` a list (or None)
+or ``yield`` records.
+
+>>> class Doubler(MapFunction):
+...     def map(self, value):
+...         return value * 2
+>>> Doubler().map(21)
+42
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+__all__ = [
+    "Function",
+    "RuntimeContext",
+    "MapFunction",
+    "FlatMapFunction",
+    "FilterFunction",
+    "ReduceFunction",
+    "KeySelector",
+    "ProcessFunction",
+    "KeyedProcessFunction",
+    "as_callable",
+]
+
+
+class RuntimeContext:
+    """What a function learns about where it runs, and its door to keyed state.
+
+    Passed to ``open(runtime_context)``. Keyed state calls are valid only in functions applied to a
+    ``KeyedStream``.
+    """
+
+    def get_task_name(self) -> str:
+        raise NotImplementedError
+
+    def get_index_of_this_subtask(self) -> int:
+        raise NotImplementedError
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        raise NotImplementedError
+
+    def get_max_number_of_parallel_subtasks(self) -> int:
+        raise NotImplementedError
+
+    def get_attempt_number(self) -> int:
+        raise NotImplementedError
+
+    def get_state(self, state_descriptor):
+        raise NotImplementedError
+
+    def get_list_state(self, state_descriptor):
+        raise NotImplementedError
+
+    def get_map_state(self, state_descriptor):
+        raise NotImplementedError
+
+    def get_reducing_state(self, state_descriptor):
+        raise NotImplementedError
+
+    def get_aggregating_state(self, state_descriptor):
+        raise NotImplementedError
+
+
+class Function:
+    """Lifecycle hooks shared by every user function."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        """Called once per subtask before the first record: create clients and state handles here."""
+
+    def close(self) -> None:
+        """Called once per subtask after the last record, or when the task is cancelled."""
+
+
+class MapFunction(Function):
+    def map(self, value: Any) -> Any:
+        raise NotImplementedError
+
+
+class FlatMapFunction(Function):
+    def flat_map(self, value: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+
+class FilterFunction(Function):
+    def filter(self, value: Any) -> bool:
+        raise NotImplementedError
+
+
+class ReduceFunction(Function):
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        raise NotImplementedError
+
+
+class KeySelector(Function):
+    def get_key(self, value: Any) -> Any:
+        raise NotImplementedError
+
+
+class ProcessFunction(Function):
+    """A function over every record of a (non-keyed) stream."""
+
+    class Context:
+        def timestamp(self) -> int | None:
+            return None
+
+    def process_element(self, value: Any, ctx: "ProcessFunction.Context") -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+class KeyedProcessFunction(Function):
+    """A function over every record of a ``KeyedStream``, with state scoped to the record's key.
+
+    >>> from state_backends import ValueStateDescriptor
+    >>> class CountPerKey(KeyedProcessFunction):
+    ...     def open(self, runtime_context):
+    ...         self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+    ...     def process_element(self, value, ctx):
+    ...         n = (self.count.value() or 0) + 1
+    ...         self.count.update(n)
+    ...         yield ctx.get_current_key(), n
+    """
+
+    class Context(ProcessFunction.Context):
+        def get_current_key(self) -> Any:
+            raise NotImplementedError
+
+    def process_element(self, value: Any, ctx: "KeyedProcessFunction.Context") -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+_METHOD_OF = {
+    MapFunction: "map",
+    FlatMapFunction: "flat_map",
+    FilterFunction: "filter",
+    ReduceFunction: "reduce",
+    KeySelector: "get_key",
+}
+
+
+def as_callable(function: Any, base: type, api_name: str):
+    """The plain callable behind ``function``: a ``base`` subclass's method, or the callable itself."""
+    if isinstance(function, base):
+        return getattr(function, _METHOD_OF[base])
+    if isinstance(function, Function):
+        raise TypeError(
+            f"{api_name}() expects a {base.__name__} or a callable, got a {type(function).__name__}"
+        )
+    if not callable(function):
+        raise TypeError(f"{api_name}() expects a {base.__name__} or a callable, got {function!r}")
+    return function

@@ -1,0 +1,66 @@
+"""The operator kinds the task runtime knows: one-input operators, sources and sinks.
+
+Operators work on batches (lists of records) rather than single records: one Python call per batch per
+operator instead of one per record is most of the difference between a slow and a fast Python engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operators.context import StreamingRuntimeContext, SubtaskInfo
+
+__all__ = ["StreamOperator", "OneInputOperator", "SourceOperator", "SinkOperator"]
+
+
+class StreamOperator:
+    """An operator instance: built on the driver, shipped to the executors, one copy per subtask."""
+
+    keyed = False
+
+    def __init__(self, name: str, function: Any = None):
+        self.name = name
+        self.function = function
+        self.info: SubtaskInfo | None = None
+        self.runtime_context: StreamingRuntimeContext | None = None
+
+    def setup(self, info: SubtaskInfo, keyed_backend=None) -> None:
+        self.info = info
+        self.runtime_context = StreamingRuntimeContext(info, keyed_backend)
+
+    def open(self) -> None:
+        opener = getattr(self.function, "open", None)
+        if opener is not None and callable(opener):
+            opener(self.runtime_context)
+
+    def finish(self) -> list:
+        """End of input: records still to emit (none for most operators)."""
+        return []
+
+    def close(self) -> None:
+        closer = getattr(self.function, "close", None)
+        if closer is not None and callable(closer):
+            closer()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class OneInputOperator(StreamOperator):
+    def process_batch(self, records: list) -> list:
+        raise NotImplementedError
+
+
+class SourceOperator(StreamOperator):
+    def poll(self, max_records: int) -> list | None:
+        """Up to ``max_records`` records; ``[]`` when none are ready; ``None`` once exhausted."""
+        raise NotImplementedError
+
+
+class SinkOperator(StreamOperator):
+    def process_batch(self, records: list) -> list:
+        raise NotImplementedError
+
+    def result(self) -> Any:
+        """What the driver receives from this subtask when the job ends (None for most sinks)."""
+        return None

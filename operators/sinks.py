@@ -1,0 +1,134 @@
+"""Sinks: what a user implements (``Sink`` / ``SinkWriter``) and the built-in ones.
+
+``CollectSink`` and ``PrintSink`` are at-least-once: after a failure and restart they may repeat records.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from typing import Any
+
+from operators.operator import SinkOperator
+
+__all__ = ["Sink", "SinkWriter", "CollectSink", "PrintSink", "SinkWriterOperator"]
+
+
+class SinkWriter:
+    """Writes one subtask's share of a stream."""
+
+    def open(self, runtime_context) -> None:
+        """Called once before the first write."""
+
+    def write_batch(self, records: list) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """End of input: flush what is buffered."""
+
+    def close(self) -> None:
+        """Called once at the end, or when the task is cancelled."""
+
+    def result(self) -> Any:
+        """What the driver receives from this subtask when the job ends."""
+        return None
+
+
+class Sink:
+    """A destination for a stream; ``create_writer`` runs once per subtask on the executors."""
+
+    def create_writer(self, subtask_index: int, parallelism: int) -> SinkWriter:
+        raise NotImplementedError
+
+    def merge_results(self, results: list) -> Any:
+        """Combine the per-subtask ``SinkWriter.result()`` values on the driver."""
+        return None
+
+
+class _CollectWriter(SinkWriter):
+    def __init__(self):
+        self.records: list = []
+
+    def write_batch(self, records: list) -> None:
+        self.records.extend(records)
+
+    def result(self) -> Any:
+        return self.records
+
+
+class CollectSink(Sink):
+    """Collects every record and returns them to the driver in the ``JobResult``. At-least-once.
+
+    Use only for bounded jobs with output that fits in the driver's memory (tests, samples).
+
+    >>> sink = CollectSink("counts")
+    >>> sink.name
+    'counts'
+    """
+
+    def __init__(self, name: str | None = None):
+        self.id = uuid.uuid4().hex
+        self.name = name or f"collect-{self.id[:8]}"
+
+    def create_writer(self, subtask_index: int, parallelism: int) -> SinkWriter:
+        return _CollectWriter()
+
+    def merge_results(self, results: list) -> list:
+        merged: list = []
+        for part in results:
+            merged.extend(part)
+        return merged
+
+
+class _PrintWriter(SinkWriter):
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    def write_batch(self, records: list) -> None:
+        prefix = self.prefix
+        sys.stdout.write("".join(f"{prefix}{r}\n" for r in records))
+        sys.stdout.flush()
+
+
+class PrintSink(Sink):
+    """Prints each record to the executor's stdout, as Flink does: ``id:subtask> record``. At-least-once."""
+
+    def __init__(self, sink_identifier: str | None = None):
+        self.sink_identifier = sink_identifier
+
+    def create_writer(self, subtask_index: int, parallelism: int) -> SinkWriter:
+        parts = []
+        if self.sink_identifier:
+            parts.append(self.sink_identifier)
+        prefix = ":".join(parts)
+        if parallelism > 1:
+            prefix = f"{prefix}:{subtask_index + 1}" if prefix else f"{subtask_index + 1}"
+        return _PrintWriter(f"{prefix}> " if prefix else "")
+
+
+class SinkWriterOperator(SinkOperator):
+    """Runs one subtask's writer of a :class:`Sink`."""
+
+    def __init__(self, name: str, sink: Sink):
+        super().__init__(name, sink)
+        self.sink = sink
+        self.writer: SinkWriter | None = None
+
+    def open(self) -> None:
+        self.writer = self.sink.create_writer(self.info.subtask_index, self.info.parallelism)
+        self.writer.open(self.runtime_context)
+
+    def process_batch(self, records: list) -> list:
+        self.writer.write_batch(records)
+        return []
+
+    def finish(self) -> list:
+        self.writer.finish()
+        return []
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+    def result(self) -> Any:
+        return self.writer.result() if self.writer is not None else None

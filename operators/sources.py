@@ -1,0 +1,148 @@
+"""Sources: what a user implements (``Source`` / ``SourceReader``) and the built-in ones.
+
+A source says how to split itself across subtasks; the runtime calls ``poll`` on each subtask's reader in
+a loop and takes care of batching, routing and end-of-input.
+
+>>> reader = SequenceSource(0, 9).create_reader(subtask_index=1, parallelism=2)
+>>> reader.poll(100), reader.poll(100)
+([5, 6, 7, 8, 9], None)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from operators.operator import SourceOperator
+
+__all__ = ["Source", "SourceReader", "SequenceSource", "CollectionSource", "SourceReaderOperator"]
+
+
+class SourceReader:
+    """Reads one subtask's share of a source."""
+
+    def open(self, runtime_context) -> None:
+        """Called once before the first poll."""
+
+    def poll(self, max_records: int) -> list | None:
+        """Return up to ``max_records`` records, ``[]`` if none are ready yet, or ``None`` when done.
+
+        An unbounded reader never returns None; it should wait briefly (a few ms) rather than return
+        ``[]`` in a tight loop.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Called once after the last poll, or when the task is cancelled."""
+
+
+class Source:
+    """A source of records. ``parallel = False`` runs it as one subtask whatever the job's parallelism."""
+
+    parallel = True
+    bounded = True
+
+    def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
+        raise NotImplementedError
+
+
+class _RangeReader(SourceReader):
+    def __init__(self, start: int, stop: int | None, step: int, records_per_second: float | None):
+        self.next = start
+        self.stop = stop
+        self.step = step
+        self.rate = records_per_second
+        self.started = None
+        self.emitted = 0
+
+    def poll(self, max_records: int) -> list | None:
+        if self.stop is not None and self.next >= self.stop:
+            return None
+        if self.rate:
+            now = time.monotonic()
+            if self.started is None:
+                self.started = now
+            allowed = int((now - self.started) * self.rate) - self.emitted
+            if allowed <= 0:
+                time.sleep(min(0.005, 1.0 / self.rate))
+                return []
+            max_records = min(max_records, allowed)
+        end = self.next + max_records * self.step
+        if self.stop is not None:
+            end = min(end, self.stop)
+        batch = list(range(self.next, end, self.step))
+        self.next += len(batch) * self.step
+        self.emitted += len(batch)
+        return batch
+
+
+class SequenceSource(Source):
+    """The integers ``start..end`` inclusive (unbounded when ``end`` is None), split across subtasks.
+
+    Bounded: each subtask reads one contiguous range. Unbounded: subtask i reads ``start + i + k*p``.
+    ``records_per_second`` (per subtask) throttles the source, for latency measurements.
+    """
+
+    def __init__(self, start: int, end: int | None = None, records_per_second: float | None = None):
+        if end is not None and end < start:
+            raise ValueError(f"from_sequence(start={start}, end={end}): end must be >= start")
+        self.start = start
+        self.end = end
+        self.bounded = end is not None
+        self.records_per_second = records_per_second
+
+    def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
+        if self.end is None:
+            return _RangeReader(self.start + subtask_index, None, parallelism, self.records_per_second)
+        total = self.end - self.start + 1
+        lo = self.start + total * subtask_index // parallelism
+        hi = self.start + total * (subtask_index + 1) // parallelism
+        return _RangeReader(lo, hi, 1, self.records_per_second)
+
+
+class _ListReader(SourceReader):
+    def __init__(self, elements: Sequence):
+        self.elements = elements
+        self.position = 0
+
+    def poll(self, max_records: int) -> list | None:
+        if self.position >= len(self.elements):
+            return None
+        batch = list(self.elements[self.position:self.position + max_records])
+        self.position += len(batch)
+        return batch
+
+
+class CollectionSource(Source):
+    """The given elements in order, from a single subtask (as Flink's ``from_collection``)."""
+
+    parallel = False
+
+    def __init__(self, elements: Sequence):
+        self.elements = list(elements)
+
+    def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
+        return _ListReader(self.elements)
+
+
+class SourceReaderOperator(SourceOperator):
+    """Runs one subtask's reader of a :class:`Source`."""
+
+    def __init__(self, name: str, source: Source):
+        super().__init__(name, source)
+        self.source = source
+        self.reader: SourceReader | None = None
+
+    def open(self) -> None:
+        self.reader = self.source.create_reader(self.info.subtask_index, self.info.parallelism)
+        self.reader.open(self.runtime_context)
+
+    def poll(self, max_records: int) -> list | None:
+        return self.reader.poll(max_records)
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+
+    def describe(self) -> Any:
+        return type(self.source).__name__

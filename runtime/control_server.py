@@ -1,0 +1,116 @@
+"""The driver's end of the control protocol for one job attempt.
+
+Tasks connect and ``Register``; when every slot has registered the server answers all of them with the
+full address map (the rendezvous). Afterwards it forwards what tasks report (``TaskFailed``,
+``TaskFinished``, a lost connection) to the job's event queue, and broadcasts ``Cancel``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import socket
+import threading
+from dataclasses import dataclass
+
+from runtime.messages import Addresses, Message, Register, TaskFinished
+from runtime.wire import ConnectionClosed, MessageSocket
+
+__all__ = ["ControlServer", "SlotDisconnected"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SlotDisconnected:
+    """A task's control connection closed before it reported finishing."""
+
+    attempt: int
+    slot: int
+
+
+class ControlServer:
+    def __init__(self, host: str, attempt: int, slots: int, events: queue.Queue):
+        self.attempt = attempt
+        self.slots = slots
+        self.events = events
+        self.listener = socket.create_server((host, 0), backlog=max(16, slots * 2))
+        self.listener.settimeout(0.2)
+        self.address = (host, self.listener.getsockname()[1])
+        self.registrations: dict[int, Register] = {}
+        self._sockets: dict[int, MessageSocket] = {}
+        self._finished: set[int] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+        self._acceptor = threading.Thread(target=self._accept_loop, name="chandy-control-accept", daemon=True)
+        self._acceptor.start()
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                sock, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            sock.settimeout(None)
+            thread = threading.Thread(target=self._serve, args=(MessageSocket(sock),), daemon=True,
+                                      name="chandy-control-conn")
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, conn: MessageSocket) -> None:
+        slot = None
+        try:
+            while True:
+                message = conn.receive()
+                if message.attempt != self.attempt:
+                    continue
+                if isinstance(message, Register):
+                    slot = message.slot
+                    self._register(message, conn)
+                else:
+                    if isinstance(message, TaskFinished):
+                        with self._lock:
+                            self._finished.add(message.slot)
+                    self.events.put(message)
+        except (ConnectionClosed, OSError, EOFError):
+            pass
+        finally:
+            conn.close()
+            with self._lock:
+                finished = slot in self._finished
+            if slot is not None and not finished and not self._closed:
+                self.events.put(SlotDisconnected(self.attempt, slot))
+
+    def _register(self, message: Register, conn: MessageSocket) -> None:
+        with self._lock:
+            self.registrations[message.slot] = message
+            self._sockets[message.slot] = conn
+            complete = len(self.registrations) == self.slots
+        log.debug("slot %d registered at %s:%d (pid %d)", message.slot, message.host, message.port, message.pid)
+        if complete:
+            addresses = tuple((self.registrations[s].host, self.registrations[s].port) for s in range(self.slots))
+            self.broadcast(Addresses(self.attempt, addresses))
+
+    def broadcast(self, message: Message) -> None:
+        with self._lock:
+            sockets = list(self._sockets.values())
+        for conn in sockets:
+            try:
+                conn.send(message)
+            except OSError:
+                pass  # that task is gone already; its loss is reported by its serving thread
+
+    def close(self) -> None:
+        self._closed = True
+        try:
+            self.listener.close()
+        except OSError:
+            pass
+        with self._lock:
+            sockets = list(self._sockets.values())
+        for conn in sockets:
+            conn.close()
+        self._acceptor.join(2)

@@ -1,0 +1,127 @@
+"""Getting a SparkSession, checking its slots, and running a job attempt as one Spark barrier stage.
+
+Facts this module relies on (DESIGN §5): a barrier stage runs all its tasks at once or not at all; Spark
+retries a too-small cluster for minutes, so we count slots first; a failed barrier result stage is not
+retried by Spark, so restarts are the driver's; cancellation goes through a job group with
+``interruptOnCancel=True``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.errors import InsufficientSlotsError
+
+__all__ = ["obtain_spark_session", "available_slots", "require_slots", "BarrierStage", "StageCompleted",
+           "StageFailed"]
+
+log = logging.getLogger(__name__)
+
+SLOT_WAIT_CONF = "spark.chandy.slotWaitSeconds"
+
+
+def obtain_spark_session(slots_needed: int):
+    """The active SparkSession, or (under spark-submit) the configured one, or a new ``local[N]`` one.
+
+    A new local session gets ``N = max(cores, slots_needed)``: every subtask needs a slot of its own.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    # Executors must run the same interpreter as the driver, or cloudpickled functions will not load.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("chandy")
+    if SparkContext._active_spark_context is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        cores = os.cpu_count() or 1
+        builder = (builder.master(f"local[{max(cores, slots_needed)}]")
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.ui.enabled", "false"))
+    return builder.getOrCreate()
+
+
+def available_slots(spark) -> int:
+    """Tasks the cluster can run at once now, as Spark's own barrier check counts them."""
+    jsc = spark.sparkContext._jsc.sc()
+    profile = jsc.resourceProfileManager().defaultResourceProfile()
+    return int(jsc.maxNumConcurrentTasks(profile))
+
+
+def require_slots(spark, needed: int) -> None:
+    """Return once ``needed`` slots exist; raise :class:`InsufficientSlotsError` otherwise.
+
+    On a local master the answer is immediate; on a cluster, executors may still be starting, so we wait
+    up to ``spark.chandy.slotWaitSeconds`` (default 60).
+    """
+    sc = spark.sparkContext
+    master = sc.master
+    wait = 0.0 if master.startswith("local[") or master == "local" else float(
+        sc.getConf().get(SLOT_WAIT_CONF, "60"))
+    deadline = time.monotonic() + wait
+    while True:
+        slots = available_slots(spark)
+        if slots >= needed:
+            return
+        if time.monotonic() >= deadline:
+            raise InsufficientSlotsError(needed, slots, master)
+        time.sleep(0.25)
+
+
+@dataclass(frozen=True)
+class StageCompleted:
+    attempt: int
+    results: list
+
+
+@dataclass(frozen=True)
+class StageFailed:
+    attempt: int
+    error: BaseException
+
+
+class BarrierStage:
+    """One job attempt's barrier stage, submitted from its own thread; outcome goes to ``events``."""
+
+    def __init__(self, spark, group_id: str, description: str, slots: int, task_function: Any, attempt: int,
+                 events: queue.Queue):
+        from pyspark import InheritableThread
+
+        self.spark = spark
+        self.group_id = group_id
+        self.description = description
+        self.slots = slots
+        self.task_function = task_function
+        self.attempt = attempt
+        self.events = events
+        self.thread = InheritableThread(target=self._submit, name=f"chandy-stage-{group_id}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _submit(self) -> None:
+        sc = self.spark.sparkContext
+        try:
+            sc.setJobGroup(self.group_id, self.description, interruptOnCancel=True)
+            rdd = sc.parallelize(range(self.slots), self.slots)
+            results = rdd.barrier().mapPartitions(self.task_function).collect()
+            self.events.put(StageCompleted(self.attempt, results))
+        except BaseException as exc:  # reported to the job, which decides what it means
+            self.events.put(StageFailed(self.attempt, exc))
+
+    def cancel(self) -> None:
+        try:
+            self.spark.sparkContext.cancelJobGroup(self.group_id)
+        except Exception:  # the context may already be stopping
+            log.debug("cancelJobGroup(%s) failed", self.group_id, exc_info=True)
+
+    def join(self, timeout: float) -> bool:
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
