@@ -137,18 +137,26 @@ class RemoteChannel:
     def __init__(self, address: tuple[str, int], attempt: int, edge_id: int, producer: int, consumer: int,
                  codec: RecordCodec, connect_timeout: float = 60.0):
         self.codec = codec
+        self.consumer = consumer
         self.sock = _connect(address, connect_timeout)
         self.file = self.sock.makefile("wb", buffering=1 << 16)
         self.file.write(_HEADER.pack(_MAGIC, attempt, edge_id, producer, consumer))
         self.writer = pa.ipc.new_stream(self.file, codec.schema)
 
     def send(self, records: list) -> None:
-        self.writer.write_batch(self.codec.encode(records))
-        self.file.flush()
+        batch = self.codec.encode(records)
+        try:
+            self.writer.write_batch(batch)
+            self.file.flush()
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise ConnectionError(f"data connection to subtask {self.consumer} broke: {exc}") from exc
 
     def send_event(self, event: Event) -> None:
-        self.writer.write_batch(self.codec.empty, custom_metadata=event.to_metadata())
-        self.file.flush()
+        try:
+            self.writer.write_batch(self.codec.empty, custom_metadata=event.to_metadata())
+            self.file.flush()
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise ConnectionError(f"data connection to subtask {self.consumer} broke: {exc}") from exc
 
     def close(self) -> None:
         try:
@@ -210,10 +218,14 @@ class DataServer:
             thread.start()
 
     def _read_loop(self, sock: socket.socket) -> None:
+        producer = "?"
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             file = sock.makefile("rb", buffering=1 << 16)
-            magic, attempt, edge_id, producer, consumer = _HEADER.unpack(file.read(_HEADER.size))
+            header = file.read(_HEADER.size)
+            if len(header) < _HEADER.size:
+                raise ConnectionError("connection closed before its header")
+            magic, attempt, edge_id, producer, consumer = _HEADER.unpack(header)
             if magic != _MAGIC or attempt != self.attempt:
                 log.warning("Dropping data connection of attempt %s (expected %s)", attempt, self.attempt)
                 return
@@ -223,7 +235,7 @@ class DataServer:
                 try:
                     batch, metadata = reader.read_next_batch_with_custom_metadata()
                 except StopIteration:
-                    break
+                    raise ConnectionError("stream ended without end-of-input") from None
                 event = event_from_metadata(metadata)
                 gate.put(index, event if event is not None else codec.decode(batch))
                 if event is END_OF_INPUT:
@@ -232,7 +244,8 @@ class DataServer:
             pass
         except BaseException as exc:  # a broken peer or a corrupt stream fails the task
             if not self._closed:
-                self.on_error(exc)
+                self.on_error(ConnectionError(f"data connection from subtask {producer} broke: "
+                                              f"{type(exc).__name__}: {exc}"))
         finally:
             try:
                 sock.close()

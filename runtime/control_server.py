@@ -11,6 +11,7 @@ import logging
 import queue
 import socket
 import threading
+import time
 from dataclasses import dataclass
 
 from runtime.messages import Addresses, Message, Register, TaskFinished
@@ -93,6 +94,13 @@ class ControlServer:
         if complete:
             addresses = tuple((self.registrations[s].host, self.registrations[s].port) for s in range(self.slots))
             self.broadcast(Addresses(self.attempt, addresses))
+
+    def wait_until_all_disconnected(self, timeout: float) -> bool:
+        """Wait for every task's connection to close: tasks close it last, after all their other sockets."""
+        deadline = time.monotonic() + timeout
+        for thread in list(self._threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._threads)
 
     def broadcast(self, message: Message) -> None:
         with self._lock:

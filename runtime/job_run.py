@@ -20,9 +20,10 @@ import cloudpickle
 
 from runtime.control_server import ControlServer, SlotDisconnected
 from runtime.errors import JobCancelledError, JobFailedError
+from runtime.failure_diagnosis import FailureEvidence, diagnose
 from runtime.graph import JobGraph
 from runtime.launcher import BarrierStage, StageCompleted, StageFailed
-from runtime.messages import Cancel, TaskFailed, TaskFinished
+from runtime.messages import Cancel, TaskFailed
 from runtime.result import JobResult, JobStatus
 from runtime.task import barrier_task
 
@@ -102,71 +103,36 @@ class JobRun:
                 continue
             if isinstance(event, StageCompleted):
                 return self._finish(event.results)
-            if isinstance(event, TaskFailed):
-                return self._fail(self._error_from_reports(event))
-            if isinstance(event, StageFailed):
-                report = self._await_report()
-                return self._fail(self._error_from_reports(report) if report else self._error_from_spark(event))
-            if isinstance(event, SlotDisconnected):
-                report = self._await_report()
-                if report is not None:
-                    return self._fail(self._error_from_reports(report))
-                return self._fail(JobFailedError(
-                    f"Job '{self.graph.job_name}': the task in slot {event.slot} died without reporting an error "
-                    "(its Python worker was killed, ran out of memory, or its executor was lost)."))
+            if isinstance(event, (TaskFailed, StageFailed, SlotDisconnected)):
+                return self._fail(diagnose(self.graph.job_name, self._gather_evidence(event)))
             if isinstance(event, _CancelRequested):
                 self.status = JobStatus.CANCELLING
                 self._stop_everything("cancelled by the user")
                 self.status = JobStatus.CANCELED
                 return JobCancelledError(f"Job '{self.graph.job_name}' ({self.job_id}) was cancelled")
-            if isinstance(event, TaskFinished):
-                continue
 
-    def _await_report(self) -> TaskFailed | None:
-        """A failure report that may still be on its way, if one comes within the grace period."""
+    def _gather_evidence(self, first) -> FailureEvidence:
+        """The first failure event plus whatever else arrives within the grace period."""
+        evidence = FailureEvidence()
         deadline = time.monotonic() + FAILURE_GRACE_S
-        while (remaining := deadline - time.monotonic()) > 0:
+        event = first
+        while True:
+            if getattr(event, "attempt", self.attempt) == self.attempt:
+                if isinstance(event, TaskFailed):
+                    evidence.reports.append(event)
+                elif isinstance(event, SlotDisconnected):
+                    evidence.disconnected_slots.append(event.slot)
+                elif isinstance(event, StageFailed):
+                    evidence.stage_error = event.error
+            if evidence.has_operator_error:
+                return evidence
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return evidence
             try:
                 event = self.events.get(timeout=remaining)
             except queue.Empty:
-                return None
-            if isinstance(event, TaskFailed) and event.attempt == self.attempt:
-                return event
-        return None
-
-    def _error_from_reports(self, first: TaskFailed) -> JobFailedError:
-        # Prefer an operator's own error over a consequential runtime error of a peer.
-        reports = [first]
-        deadline = time.monotonic() + (FAILURE_GRACE_S if first.operator_name is None else 0)
-        while first.operator_name is None and (remaining := deadline - time.monotonic()) > 0:
-            try:
-                event = self.events.get(timeout=remaining)
-            except queue.Empty:
-                break
-            if isinstance(event, TaskFailed) and event.attempt == self.attempt:
-                reports.append(event)
-                if event.operator_name is not None:
-                    break
-        report = next((r for r in reports if r.operator_name is not None), first)
-        where = f"operator '{report.operator_name}'" if report.operator_name else "the Chandy runtime"
-        error = JobFailedError(
-            f"Job '{self.graph.job_name}' failed: {where} (subtask {report.subtask}) raised "
-            f"{report.error_type}: {report.error_message}",
-            operator_name=report.operator_name, subtask=report.subtask, user_traceback=report.traceback)
-        if report.exception is not None:
-            try:
-                error.__cause__ = pickle.loads(report.exception)
-            except Exception:  # the class may not exist on the driver
-                pass
-        return error
-
-    def _error_from_spark(self, event: StageFailed) -> JobFailedError:
-        text = str(event.error).strip().splitlines()
-        summary = next((line for line in text if "Exception" in line or "Error" in line), text[0] if text else "")
-        error = JobFailedError(f"Job '{self.graph.job_name}' failed in Spark before a task reported an error: "
-                               f"{summary[:500]}")
-        error.__cause__ = event.error
-        return error
+                return evidence
 
     # -- endings --------------------------------------------------------------------------------------
 
@@ -175,6 +141,8 @@ class JobRun:
         self.stage.cancel()
         if not self.stage.join(STAGE_STOP_TIMEOUT_S):
             log.warning("Spark stage of job %s did not stop within %s s", self.job_id, STAGE_STOP_TIMEOUT_S)
+        if not self.control.wait_until_all_disconnected(STAGE_STOP_TIMEOUT_S):
+            log.warning("Some tasks of job %s still hold their control connection", self.job_id)
         self._remember_tasks()
         self.control.close()
 

@@ -42,9 +42,12 @@ def obtain_spark_session(slots_needed: int):
     builder = SparkSession.builder.appName("chandy")
     if SparkContext._active_spark_context is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         cores = os.cpu_count() or 1
-        builder = (builder.master(f"local[{max(cores, slots_needed)}]")
+        session = (builder.master(f"local[{max(cores, slots_needed)}]")
                    .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.ui.enabled", "false"))
+                   .config("spark.ui.enabled", "false")
+                   .getOrCreate())
+        session.sparkContext.setLogLevel("ERROR")
+        return session
     return builder.getOrCreate()
 
 

@@ -275,9 +275,9 @@ class SlotRunner:
             self.fail(exc.cause, exc.operator_name)
         except Cancelled:
             self.cancel()
-        except BaseException as exc:
+        except BaseException as exc:  # the runtime's own failure (a broken channel ...): no operator to blame
             if not self.stopped.is_set():
-                self.fail(exc, runner.chain.name)
+                self.fail(exc, None)
         finally:
             with self._done:
                 self._finished += 1

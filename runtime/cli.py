@@ -1,0 +1,43 @@
+"""The ``chandy`` command.
+
+    chandy --version
+    chandy demo [--records N --keys K --parallelism P]   run the reference job on local Spark
+    chandy pyfiles chandy.zip                            zip Chandy for spark-submit --py-files
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from runtime import __version__
+
+    parser = argparse.ArgumentParser(prog="chandy", description="Chandy: exactly-once stream processing on Spark.")
+    parser.add_argument("--version", action="version", version=f"chandy {__version__}")
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("demo", help="run the reference job on local Spark and check its result",
+                        add_help=False)
+    pyfiles = commands.add_parser("pyfiles", help="zip Chandy's packages for spark-submit --py-files")
+    pyfiles.add_argument("destination", nargs="?", default="chandy.zip")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "demo":
+        from runtime.demo import main as demo
+
+        return demo(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "pyfiles":
+        from runtime.packaging import build_pyfiles_zip
+
+        print(build_pyfiles_zip(args.destination))
+        return 0
+    parser.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Failures are visible, named, and leave nothing running."""
+
+import os
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from operators import CollectSink, MapFunction, SequenceSource
+from runtime import (
+    InsufficientSlotsError,
+    JobCancelledError,
+    JobFailedError,
+    JobStatus,
+    UnpicklableFunctionError,
+)
+
+
+def explode_on_777(x):
+    if x == 777:
+        return 1 // 0
+    return x
+
+
+def port_is_closed(address) -> bool:
+    try:
+        socket.create_connection(address, timeout=1).close()
+    except OSError:
+        return True
+    return False
+
+
+def pid_is_gone_or_idle(pid) -> bool:
+    """A Python worker of a failed job is either gone, or back in Spark's pool with none of our threads."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    task_dir = f"/proc/{pid}/task"
+    names = []
+    for tid in os.listdir(task_dir):
+        try:
+            with open(f"{task_dir}/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    return not any(name.startswith("chandy") for name in names)
+
+
+def assert_nothing_left_running(spark, run):
+    tracker = spark.sparkContext.statusTracker()
+    assert tracker.getActiveJobsIds() == []
+    assert run.data_addresses, "the tasks registered, so their addresses are known"
+    assert all(port_is_closed(a) for a in run.data_addresses)
+    assert all(pid_is_gone_or_idle(pid) for pid in run.registered_pids)
+
+
+def test_user_exception_fails_the_job_with_its_traceback(env, spark):
+    env.set_parallelism(2)
+    env.from_sequence(0, 100_000).map(explode_on_777).name("explosive map").key_by(lambda x: x % 7) \
+        .reduce(lambda a, b: a + b).sink_to(CollectSink())
+    client = env.execute_async("failing")
+    with pytest.raises(JobFailedError) as caught:
+        client.get_job_execution_result(timeout=120)
+    error = caught.value
+    assert error.operator_name == "explosive map"
+    assert "ZeroDivisionError" in str(error)
+    assert "explode_on_777" in error.user_traceback and "return 1 // 0" in error.user_traceback
+    assert isinstance(error.__cause__, ZeroDivisionError)
+    assert client.get_job_status() is JobStatus.FAILED
+    assert_nothing_left_running(spark, client._run)
+
+
+class FailsInOpen(MapFunction):
+    def open(self, runtime_context):
+        raise RuntimeError(f"cannot connect from subtask {runtime_context.get_index_of_this_subtask()}")
+
+    def map(self, value):
+        return value
+
+
+def test_exception_in_open_names_the_operator(env):
+    env.set_parallelism(2)
+    env.from_sequence(0, 10).map(FailsInOpen()).name("needs-db").sink_to(CollectSink())
+    with pytest.raises(JobFailedError, match="needs-db.*cannot connect"):
+        env.execute("open-fails")
+
+
+def test_too_few_slots_fails_at_once_naming_the_number(env, spark):
+    env.set_parallelism(5)
+    env.from_sequence(0, 10).sink_to(CollectSink())
+    with pytest.raises(InsufficientSlotsError, match="needs 5 Spark task slots.*offers 4") as caught:
+        env.execute("too-wide")
+    assert caught.value.needed == 5 and caught.value.available == 4
+    assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
+
+
+def test_unpicklable_function_fails_at_execute(env, spark):
+    lock = threading.Lock()
+    env.from_sequence(0, 10).map(lambda x: (x, lock.locked())).name("uses-lock").sink_to(CollectSink())
+    with pytest.raises(UnpicklableFunctionError, match="uses-lock.*open"):
+        env.execute("unpicklable")
+
+
+class SignalFirstRecord(MapFunction):
+    """Creates ``path`` when the first record passes: lets the test wait for the job to be running."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def map(self, value):
+        if not os.path.exists(self.path):
+            open(self.path, "w").close()
+        return value
+
+
+def wait_for_file(path, timeout=120):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_unbounded_job_runs_until_cancelled(env, spark, tmp_path):
+    env.set_parallelism(2)
+    marker = str(tmp_path / "running")
+    env.from_source(SequenceSource(0, None), "endless").map(SignalFirstRecord(marker)) \
+        .key_by(lambda x: x % 10).reduce(lambda a, b: b).sink_to(CollectSink())
+    client = env.execute_async("endless")
+    wait_for_file(marker)
+    assert client.get_job_status() is JobStatus.RUNNING
+    client.cancel()
+    assert client.get_job_status() is JobStatus.CANCELED
+    with pytest.raises(JobCancelledError):
+        client.get_job_execution_result()
+    assert_nothing_left_running(spark, client._run)
+
+
+class KillSelfAt(MapFunction):
+    def __init__(self, at):
+        self.at = at
+
+    def map(self, value):
+        if value == self.at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return value
+
+
+def test_a_killed_worker_fails_the_job_clearly(env, spark):
+    env.set_parallelism(2)
+    env.from_sequence(0, 50_000).map(KillSelfAt(30_000)).key_by(lambda x: x % 3).reduce(max) \
+        .sink_to(CollectSink())
+    client = env.execute_async("sigkill")
+    with pytest.raises(JobFailedError, match="died|lost|crashed|exited|Python worker"):
+        client.get_job_execution_result(timeout=120)
+    assert_nothing_left_running(spark, client._run)

@@ -1,0 +1,108 @@
+import dataclasses
+
+import pyarrow as pa
+import pytest
+
+from runtime.codec import RecordCodec
+from runtime.errors import RecordEncodingError
+from runtime.key_groups import assign_to_key_group, key_group_range
+from runtime.types import Row, Types
+from state_backends import (
+    AggregateFunction,
+    AggregatingStateDescriptor,
+    HeapKeyedStateBackend,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+
+
+@dataclasses.dataclass
+class Reading:
+    sensor: str
+    value: float
+
+
+def roundtrip(codec, records):
+    batch = codec.encode(records)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, codec.schema) as writer:
+        writer.write_batch(batch)
+    reader = pa.ipc.open_stream(sink.getvalue())
+    return codec.decode(reader.read_next_batch())
+
+
+def test_untyped_records_of_many_python_types_roundtrip():
+    records = [(1, "a"), {"k": [1, 2]}, Reading("s1", 2.5), None, b"x" * 3_000_000, 7, 1.5, "text",
+               Row.of(["a", "b"], [1, 2])]
+    out = roundtrip(RecordCodec(None), records)
+    assert out == records
+    assert out[-1].a == 1
+
+
+@pytest.mark.parametrize("type_info,records", [
+    (Types.LONG(), [1, -2, 2 ** 62]),
+    (Types.STRING(), ["a", "", "ü"]),
+    (Types.DOUBLE(), [0.5, -1e300]),
+    (Types.BOOLEAN(), [True, False]),
+    (Types.LIST(Types.INT()), [[1, 2], []]),
+])
+def test_scalar_typed_edges_use_typed_columns(type_info, records):
+    codec = RecordCodec(type_info)
+    assert codec.typed and codec.schema.field(0).type == type_info.to_arrow()
+    assert roundtrip(codec, records) == records
+
+
+def test_tuple_typed_edges_fall_back_to_pickle_and_keep_tuples():
+    codec = RecordCodec(Types.TUPLE([Types.STRING(), Types.LONG()]))
+    assert roundtrip(codec, [("a", 1)]) == [("a", 1)]
+
+
+def test_a_record_that_does_not_fit_its_declared_type_is_named():
+    with pytest.raises(RecordEncodingError, match="my-map.*LONG"):
+        RecordCodec(Types.LONG(), "my-map").encode([1, "two"])
+
+
+class Average(AggregateFunction):
+    def create_accumulator(self):
+        return (0, 0)
+
+    def add(self, value, acc):
+        return acc[0] + value, acc[1] + 1
+
+    def get_result(self, acc):
+        return acc[0] / acc[1]
+
+
+def test_heap_state_is_scoped_to_the_current_key_and_stored_by_key_group():
+    backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+    value = backend.get_state(ValueStateDescriptor("v"))
+    items = backend.get_state(ListStateDescriptor("l"))
+    mapping = backend.get_state(MapStateDescriptor("m"))
+    total = backend.get_state(ReducingStateDescriptor("r", lambda a, b: a + b))
+    average = backend.get_state(AggregatingStateDescriptor("a", Average()))
+    for key in ("x", "y"):
+        backend.set_current_key(key)
+        for i in range(3):
+            value.update(f"{key}{i}")
+            items.add(i)
+            mapping.put(i, key)
+            total.add(i)
+            average.add(i)
+    backend.set_current_key("x")
+    assert value.value() == "x2" and list(items.get()) == [0, 1, 2] and mapping.get(1) == "x"
+    assert total.get() == 3 and average.get() == 1.0
+    value.clear()
+    assert value.value() is None
+    backend.set_current_key("z")
+    assert value.value() is None and list(items.get()) == [] and mapping.is_empty()
+    groups = {group for group, _, _ in backend.entries("l")}
+    assert groups == {assign_to_key_group("x", 128), assign_to_key_group("y", 128)}
+
+
+def test_a_state_name_cannot_change_kind():
+    backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+    backend.get_state(ValueStateDescriptor("s"))
+    with pytest.raises(ValueError, match="own name"):
+        backend.get_state(ListStateDescriptor("s"))
