@@ -86,7 +86,7 @@ class KeyedProcessOperator(OneInputOperator):
         self.key_selector = key_selector
 
     def open(self) -> None:
-        self.backend = self.runtime_context._backend
+        self.backend = self.runtime_context.keyed_backend
         self.ctx = KeyedContext(self.backend)
         super().open()
 
@@ -119,7 +119,7 @@ class KeyedReduceOperator(OneInputOperator):
     def open(self) -> None:
         from state_backends.descriptors import ValueStateDescriptor
 
-        self.backend = self.runtime_context._backend
+        self.backend = self.runtime_context.keyed_backend
         self.backend.get_state(ValueStateDescriptor(self.STATE_NAME))
         super().open()
 

@@ -25,6 +25,11 @@ class StreamingRuntimeContext(RuntimeContext):
         self._info = info
         self._backend = keyed_backend
 
+    @property
+    def keyed_backend(self):
+        """The subtask's keyed state backend; None for operators that are not keyed."""
+        return self._backend
+
     def get_task_name(self) -> str:
         return self._info.operator_name
 

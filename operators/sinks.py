@@ -67,8 +67,7 @@ class CollectSink(Sink):
     """
 
     def __init__(self, name: str | None = None):
-        self.id = uuid.uuid4().hex
-        self.name = name or f"collect-{self.id[:8]}"
+        self.name = name or f"collect-{uuid.uuid4().hex[:8]}"
 
     def create_writer(self, subtask_index: int, parallelism: int) -> SinkWriter:
         return _CollectWriter()

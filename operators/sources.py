@@ -11,7 +11,7 @@ a loop and takes care of batching, routing and end-of-input.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Sequence
 
 from operators.operator import SourceOperator
 
@@ -143,6 +143,3 @@ class SourceReaderOperator(SourceOperator):
     def close(self) -> None:
         if self.reader is not None:
             self.reader.close()
-
-    def describe(self) -> Any:
-        return type(self.source).__name__

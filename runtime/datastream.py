@@ -12,7 +12,7 @@ Nothing runs until ``env.execute()``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from operators.builtins import (
     FilterOperator,

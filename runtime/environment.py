@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from operators.sinks import SinkWriterOperator
+from operators.sinks import CollectSink, SinkWriterOperator
 from operators.sources import CollectionSource, SequenceSource, Source, SourceReaderOperator
 from runtime.datastream import DataStream, _check_parallelism
+from runtime.errors import JobGraphError
 from runtime.graph import Transformation, compile_job_graph
 from runtime.key_groups import UPPER_BOUND_MAX_PARALLELISM
 from runtime.launcher import obtain_spark_session, require_slots
@@ -123,6 +124,10 @@ class StreamExecutionEnvironment:
         require_slots(spark, graph.slots)
         sinks = {node.uid: node.operator.sink for node in graph.operators
                  if isinstance(node.operator, SinkWriterOperator)}
+        names = [s.name for s in sinks.values() if isinstance(s, CollectSink)]
+        if len(names) != len(set(names)):
+            raise JobGraphError(f"Two CollectSinks share a name ({sorted(n for n in names if names.count(n) > 1)}): "
+                                "results are looked up by name, so give each its own.")
         run = JobRun(graph, spark, sinks)
         run.start()
         return JobClient(run)

@@ -18,6 +18,7 @@ from typing import Any
 
 import cloudpickle
 
+from operators.sinks import CollectSink
 from runtime.control_server import ControlServer, SlotDisconnected
 from runtime.errors import JobCancelledError, JobFailedError
 from runtime.failure_diagnosis import FailureEvidence, diagnose
@@ -165,11 +166,7 @@ class JobRun:
             for uid, value in pickle.loads(blob).items():
                 per_uid.setdefault(uid, []).append(value)
         results = {uid: self.sinks[uid].merge_results(values) for uid, values in per_uid.items()}
-        collect_ids: dict[str, str] = {}
-        for uid, sink in self.sinks.items():
-            if hasattr(sink, "id"):
-                collect_ids[sink.id] = uid
-                collect_ids[sink.name] = uid
+        collect_sinks = {sink.name: uid for uid, sink in self.sinks.items() if isinstance(sink, CollectSink)}
         self.status = JobStatus.FINISHED
         runtime_ms = int((time.monotonic() - self._started) * 1000)
-        return JobResult(self.job_id, self.graph.job_name, runtime_ms, results, collect_ids)
+        return JobResult(self.job_id, self.graph.job_name, runtime_ms, results, collect_sinks)

@@ -35,7 +35,7 @@ class JobResult:
     job_name: str
     net_runtime_ms: int
     sink_results: dict[str, Any] = field(default_factory=dict)
-    _collect_ids: dict[str, str] = field(default_factory=dict, repr=False)
+    collect_sinks: dict[str, str] = field(default_factory=dict, repr=False)  # CollectSink name -> sink uid
 
     def get_job_id(self) -> str:
         return self.job_id
@@ -46,11 +46,11 @@ class JobResult:
 
     def collected(self, sink) -> list:
         """Records gathered by ``sink`` (a CollectSink, or its name)."""
-        key = getattr(sink, "id", sink)
-        uid = self._collect_ids.get(key)
+        name = getattr(sink, "name", sink)
+        uid = self.collect_sinks.get(name)
         if uid is None:
-            names = sorted(k for k in self._collect_ids if not k.isalnum() or len(k) != 32)
-            raise KeyError(f"No CollectSink {sink!r} in job '{self.job_name}'. Known: {names}")
+            raise KeyError(f"Job '{self.job_name}' has no CollectSink named {name!r}; "
+                           f"it has {sorted(self.collect_sinks)}")
         return self.sink_results[uid]
 
 

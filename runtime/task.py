@@ -348,6 +348,19 @@ class SlotRunner:
             listener.join(max(0.0, deadline - time.monotonic()))
 
 
+def _report_unloadable_job(coordinator: tuple[str, int], attempt: int, slot: int, exc: BaseException) -> None:
+    """The job's functions do not load here (usually: a module the driver has and the executor lacks)."""
+    message = (f"the job could not be loaded on the executor: {type(exc).__name__}: {exc}. Modules your "
+               "functions use must exist on the executors too: ship them with spark-submit --py-files "
+               "(or SparkContext.addPyFile), or install them there.")
+    try:
+        with socket.create_connection(coordinator, timeout=30) as sock:
+            MessageSocket(sock).send(TaskFailed(attempt, slot, None, slot, type(exc).__name__, message,
+                                                "".join(traceback.format_exception(exc))))
+    except OSError:
+        log.error("Could not report to the driver: %s", message)
+
+
 def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: int):
     """The function Spark runs in every barrier task: ``rdd.barrier().mapPartitions(barrier_task(...))``."""
 
@@ -357,7 +370,11 @@ def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: int):
         context = BarrierTaskContext.get()
         slot = context.partitionId()
         host = context.getTaskInfos()[slot].address.rsplit(":", 1)[0]
-        graph = cloudpickle.loads(payload)
+        try:
+            graph = cloudpickle.loads(payload)
+        except Exception as exc:
+            _report_unloadable_job(coordinator, attempt, slot, exc)
+            raise
         results = SlotRunner(graph, coordinator, attempt, slot, host).run()
         yield cloudpickle.dumps(results)
 

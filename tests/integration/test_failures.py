@@ -156,3 +156,16 @@ def test_a_killed_worker_fails_the_job_clearly(env, spark):
     with pytest.raises(JobFailedError, match="died|lost|crashed|exited|Python worker"):
         client.get_job_execution_result(timeout=120)
     assert_nothing_left_running(spark, client._run)
+
+
+def test_a_module_missing_on_the_executors_is_named_with_the_fix(env, tmp_path, monkeypatch):
+    module_dir = tmp_path / "driver_only"
+    module_dir.mkdir()
+    (module_dir / "driver_only_helpers.py").write_text("def double(x):\n    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(module_dir))
+    import driver_only_helpers
+
+    env.set_parallelism(2)
+    env.from_sequence(0, 10).map(driver_only_helpers.double).sink_to(CollectSink())
+    with pytest.raises(JobFailedError, match="No module named 'driver_only_helpers'.*--py-files"):
+        env.execute("missing-module")

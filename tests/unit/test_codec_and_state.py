@@ -106,3 +106,12 @@ def test_a_state_name_cannot_change_kind():
     backend.get_state(ValueStateDescriptor("s"))
     with pytest.raises(ValueError, match="own name"):
         backend.get_state(ListStateDescriptor("s"))
+
+
+def test_print_sink_prefixes_like_flink(capsys):
+    from operators import PrintSink
+
+    PrintSink().create_writer(0, 1).write_batch([1])
+    PrintSink().create_writer(1, 2).write_batch([(2, "b")])
+    PrintSink("out").create_writer(0, 3).write_batch(["c"])
+    assert capsys.readouterr().out == "1\n2> (2, 'b')\nout:1> c\n"
