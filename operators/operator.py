@@ -37,6 +37,22 @@ class StreamOperator:
         """End of input: records still to emit (none for most operators)."""
         return []
 
+    def snapshot_operator_state(self) -> dict[str, list]:
+        """Non-keyed list state at a barrier, by name (synchronous part: return copies, not live lists).
+
+        On a restore at another parallelism, each list is split round-robin over the new subtasks.
+        """
+        return {}
+
+    def restore_operator_state(self, state: dict[str, list]) -> None:
+        """Load this subtask's share of the list state; called before ``open``."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` (and all before it) is committed. Forwarded to the user function."""
+        notify = getattr(self.function, "notify_checkpoint_complete", None)
+        if notify is not None and callable(notify):
+            notify(checkpoint_id)
+
     def close(self) -> None:
         closer = getattr(self.function, "close", None)
         if closer is not None and callable(closer):

@@ -35,6 +35,21 @@ class SourceReader:
     def close(self) -> None:
         """Called once after the last poll, or when the task is cancelled."""
 
+    def snapshot_state(self) -> list:
+        """The reader's position at a checkpoint: a list of picklable split states.
+
+        Called between polls, so it describes exactly the records returned so far. On restore (perhaps at
+        another parallelism) the splits of all subtasks are dealt round-robin to the new readers.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot be checkpointed: implement snapshot_state() and restore_state() so "
+            "that a restore resumes where the checkpoint was (or disable checkpointing)."
+        )
+
+    def restore_state(self, splits: list) -> None:
+        """Resume from ``splits`` (this subtask's share of a checkpoint's split states); called before open."""
+        raise NotImplementedError(f"{type(self).__name__} cannot restore from a checkpoint")
+
 
 class Source:
     """A source of records. ``parallel = False`` runs it as one subtask whatever the job's parallelism."""
@@ -47,16 +62,18 @@ class Source:
 
 
 class _RangeReader(SourceReader):
-    def __init__(self, start: int, stop: int | None, step: int, records_per_second: float | None):
-        self.next = start
-        self.stop = stop
-        self.step = step
+    """Reads splits ``[next, stop)`` with a step (``stop`` None: unbounded), one after another."""
+
+    def __init__(self, splits: list[list], records_per_second: float | None):
+        self.splits = splits  # [next, stop, step] each
         self.rate = records_per_second
         self.started = None
         self.emitted = 0
 
     def poll(self, max_records: int) -> list | None:
-        if self.stop is not None and self.next >= self.stop:
+        while self.splits and self.splits[0][1] is not None and self.splits[0][0] >= self.splits[0][1]:
+            self.splits.pop(0)
+        if not self.splits:
             return None
         if self.rate:
             now = time.monotonic()
@@ -67,13 +84,21 @@ class _RangeReader(SourceReader):
                 time.sleep(min(0.005, 1.0 / self.rate))
                 return []
             max_records = min(max_records, allowed)
-        end = self.next + max_records * self.step
-        if self.stop is not None:
-            end = min(end, self.stop)
-        batch = list(range(self.next, end, self.step))
-        self.next += len(batch) * self.step
+        split = self.splits[0]
+        start, stop, step = split
+        end = start + max_records * step
+        if stop is not None:
+            end = min(end, stop)
+        batch = list(range(start, end, step))
+        split[0] = start + len(batch) * step
         self.emitted += len(batch)
         return batch
+
+    def snapshot_state(self) -> list:
+        return [tuple(split) for split in self.splits]
+
+    def restore_state(self, splits: list) -> None:
+        self.splits = [list(split) for split in splits]
 
 
 class SequenceSource(Source):
@@ -93,11 +118,11 @@ class SequenceSource(Source):
 
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
         if self.end is None:
-            return _RangeReader(self.start + subtask_index, None, parallelism, self.records_per_second)
+            return _RangeReader([[self.start + subtask_index, None, parallelism]], self.records_per_second)
         total = self.end - self.start + 1
         lo = self.start + total * subtask_index // parallelism
         hi = self.start + total * (subtask_index + 1) // parallelism
-        return _RangeReader(lo, hi, 1, self.records_per_second)
+        return _RangeReader([[lo, hi, 1]], self.records_per_second)
 
 
 class _ListReader(SourceReader):
@@ -111,6 +136,12 @@ class _ListReader(SourceReader):
         batch = list(self.elements[self.position:self.position + max_records])
         self.position += len(batch)
         return batch
+
+    def snapshot_state(self) -> list:
+        return [self.position]
+
+    def restore_state(self, splits: list) -> None:
+        self.position = sum(splits)  # one split: a non-parallel source always restores at parallelism 1
 
 
 class CollectionSource(Source):
@@ -133,9 +164,21 @@ class SourceReaderOperator(SourceOperator):
         self.source = source
         self.reader: SourceReader | None = None
 
+    SPLITS = "splits"
+
+    def _reader(self) -> SourceReader:
+        if self.reader is None:
+            self.reader = self.source.create_reader(self.info.subtask_index, self.info.parallelism)
+        return self.reader
+
+    def restore_operator_state(self, state: dict[str, list]) -> None:
+        self._reader().restore_state(list(state.get(self.SPLITS, [])))
+
     def open(self) -> None:
-        self.reader = self.source.create_reader(self.info.subtask_index, self.info.parallelism)
-        self.reader.open(self.runtime_context)
+        self._reader().open(self.runtime_context)
+
+    def snapshot_operator_state(self) -> dict[str, list]:
+        return {self.SPLITS: list(self.reader.snapshot_state())}
 
     def poll(self, max_records: int) -> list | None:
         return self.reader.poll(max_records)

@@ -3,6 +3,7 @@
 >>> from runtime import StreamExecutionEnvironment, Types
 """
 
+from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode, RestartStrategies
 from runtime.datastream import DataStream, DataStreamSink, KeyedStream
 from runtime.environment import StreamExecutionEnvironment
 from runtime.errors import (
@@ -20,6 +21,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "StreamExecutionEnvironment",
+    "CheckpointConfig",
+    "CheckpointingMode",
+    "RestartStrategies",
     "DataStream",
     "KeyedStream",
     "DataStreamSink",

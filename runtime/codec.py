@@ -21,9 +21,10 @@ import pyarrow as pa
 from runtime.errors import RecordEncodingError
 from runtime.types import TypeInformation
 
-__all__ = ["RecordCodec", "EndOfInput", "END_OF_INPUT", "Event", "event_from_metadata"]
+__all__ = ["RecordCodec", "EndOfInput", "END_OF_INPUT", "CheckpointBarrier", "Event", "event_from_metadata"]
 
 _EVENT_KEY = b"chandy.event"
+_CHECKPOINT_KEY = b"chandy.checkpoint"
 
 
 class Event:
@@ -44,12 +45,24 @@ class EndOfInput(Event):
 END_OF_INPUT = EndOfInput()
 
 
+@dataclass(frozen=True)
+class CheckpointBarrier(Event):
+    """Everything before it on this channel belongs to checkpoint ``checkpoint_id``; nothing after it does."""
+
+    checkpoint_id: int
+
+    def to_metadata(self) -> dict[bytes, bytes]:
+        return {_EVENT_KEY: b"barrier", _CHECKPOINT_KEY: str(self.checkpoint_id).encode()}
+
+
 def event_from_metadata(metadata) -> Event | None:
     if not metadata:
         return None
     kind = metadata.get(_EVENT_KEY)
     if kind == b"end":
         return END_OF_INPUT
+    if kind == b"barrier":
+        return CheckpointBarrier(int(metadata[_CHECKPOINT_KEY]))
     if kind is None:
         return None
     raise ValueError(f"Unknown event in data stream: {kind!r}")

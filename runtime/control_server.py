@@ -95,6 +95,11 @@ class ControlServer:
             addresses = tuple((self.registrations[s].host, self.registrations[s].port) for s in range(self.slots))
             self.broadcast(Addresses(self.attempt, addresses))
 
+    @property
+    def all_registered(self) -> bool:
+        """Every slot registered: messages broadcast from now on reach every task."""
+        return len(self.registrations) == self.slots
+
     def wait_until_all_disconnected(self, timeout: float) -> bool:
         """Wait for every task's connection to close: tasks close it last, after all their other sockets."""
         deadline = time.monotonic() + timeout

@@ -14,11 +14,16 @@ from operators.sinks import CollectSink, SinkWriterOperator
 from operators.sources import CollectionSource, SequenceSource, Source, SourceReaderOperator
 from runtime.datastream import DataStream, _check_parallelism
 from runtime.errors import JobGraphError
-from runtime.graph import Transformation, compile_job_graph
+from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode, RestartStrategies, RestartStrategy
+from runtime.checkpoint_coordinator import CheckpointCoordinator
+from runtime.graph import CheckpointSettings, Transformation, compile_job_graph
 from runtime.key_groups import UPPER_BOUND_MAX_PARALLELISM
 from runtime.launcher import obtain_spark_session, require_slots
+from runtime.restore import check_compatible
+from runtime.restore_source import RESTORE_CONF, resolve_restore
 from runtime.result import JobClient, JobResult
 from runtime.types import TypeInformation
+from state_backends.storage import CheckpointStorage
 
 __all__ = ["StreamExecutionEnvironment"]
 
@@ -40,6 +45,8 @@ class StreamExecutionEnvironment:
         self._buffer_timeout_ms = DEFAULT_BUFFER_TIMEOUT_MS
         self._batch_size = DEFAULT_BATCH_SIZE
         self._transformations: list[Transformation] = []
+        self._checkpoint_config = CheckpointConfig()
+        self._restart_strategy: RestartStrategy | None = None
 
     @staticmethod
     def get_execution_environment(spark=None) -> "StreamExecutionEnvironment":
@@ -82,6 +89,33 @@ class StreamExecutionEnvironment:
         self._batch_size = _check_parallelism(records)
         return self
 
+    def enable_checkpointing(self, interval: float,
+                             mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE) -> "StreamExecutionEnvironment":
+        """Take a checkpoint every ``interval`` ms; configure the rest via :meth:`get_checkpoint_config`."""
+        self._checkpoint_config.set_checkpoint_interval(interval).set_checkpointing_mode(mode)
+        return self
+
+    def get_checkpoint_config(self) -> CheckpointConfig:
+        return self._checkpoint_config
+
+    def get_checkpoint_interval(self) -> float | None:
+        return self._checkpoint_config.get_checkpoint_interval()
+
+    def set_restart_strategy(self, strategy: RestartStrategy) -> "StreamExecutionEnvironment":
+        """How a failed job restarts. Default: 3 attempts 1 s apart with checkpointing, else none."""
+        if not isinstance(strategy, RestartStrategy):
+            raise TypeError("set_restart_strategy() expects RestartStrategies.fixed_delay_restart(...) or "
+                            "RestartStrategies.no_restart()")
+        self._restart_strategy = strategy
+        return self
+
+    def get_restart_strategy(self) -> RestartStrategy:
+        if self._restart_strategy is not None:
+            return self._restart_strategy
+        if self._checkpoint_config.is_checkpointing_enabled():
+            return RestartStrategies.fixed_delay_restart(3, 1000)
+        return RestartStrategies.no_restart()
+
     # -- sources --------------------------------------------------------------------------------------
 
     def _add(self, transformation: Transformation) -> None:
@@ -114,13 +148,39 @@ class StreamExecutionEnvironment:
         return compile_job_graph(self._transformations, job_name, self._parallelism, self._max_parallelism,
                                  self._buffer_timeout_ms, self._batch_size)
 
-    def execute_async(self, job_name: str | None = None) -> JobClient:
-        """Launch the declared job and return at once with a :class:`JobClient`."""
+    def execute_async(self, job_name: str | None = None, restore_from: int | str | None = None) -> JobClient:
+        """Launch the declared job and return at once with a :class:`JobClient`.
+
+        ``restore_from``: a checkpoint id of this job, ``"latest"``, or the path or URL of a ``chk-<n>``
+        directory (another job's too). Without it, the Spark conf ``spark.chandy.restoreFrom`` is used.
+        """
         from runtime.job_run import JobRun
 
-        graph = self.get_job_graph(job_name or "chandy job")
-        self._transformations = []
+        job_name = job_name or "chandy job"
+        config = self._checkpoint_config
+        graph = self.get_job_graph(job_name)  # validate before anything starts: bad graphs fail fast
+        # The SparkSession is needed first: under spark-submit, it carries spark.chandy.restoreFrom.
         spark = self._spark or obtain_spark_session(graph.slots)
+        if restore_from is None:
+            restore_from = spark.sparkContext.getConf().get(RESTORE_CONF, None)
+        storage = CheckpointStorage(config.get_checkpoint_storage(), job_name)
+        if config.is_checkpointing_enabled():
+            storage.check_writable()
+        restore = resolve_restore(storage, restore_from) if restore_from not in (None, "") else None
+        max_parallelism = self._max_parallelism
+        if max_parallelism is None and restore is not None:
+            max_parallelism = restore[1]["max_parallelism"]  # the checkpoint's key groups, as Flink does
+        if max_parallelism != graph.max_parallelism and max_parallelism is not None:
+            graph = compile_job_graph(self._transformations, job_name, self._parallelism, max_parallelism,
+                                      self._buffer_timeout_ms, self._batch_size)
+        if restore is not None:
+            check_compatible(restore[1], graph)
+        coordinator = None
+        if config.is_checkpointing_enabled():
+            graph.checkpointing = CheckpointSettings(config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE,
+                                                     storage)
+            coordinator = CheckpointCoordinator(config, storage, graph)
+        self._transformations = []
         require_slots(spark, graph.slots)
         sinks = {node.uid: node.operator.sink for node in graph.operators
                  if isinstance(node.operator, SinkWriterOperator)}
@@ -128,10 +188,13 @@ class StreamExecutionEnvironment:
         if len(names) != len(set(names)):
             raise JobGraphError(f"Two CollectSinks share a name ({sorted(n for n in names if names.count(n) > 1)}): "
                                 "results are looked up by name, so give each its own.")
-        run = JobRun(graph, spark, sinks)
+        run = JobRun(graph, spark, sinks, self.get_restart_strategy(), coordinator, restore)
         run.start()
         return JobClient(run)
 
-    def execute(self, job_name: str | None = None) -> JobResult:
-        """Run the declared job to its end; returns a :class:`JobResult` or raises why it failed."""
-        return self.execute_async(job_name).get_job_execution_result()
+    def execute(self, job_name: str | None = None, restore_from: int | str | None = None) -> JobResult:
+        """Run the declared job to its end; returns a :class:`JobResult` or raises why it failed.
+
+        ``restore_from`` starts from a checkpoint instead of from scratch (see :meth:`execute_async`).
+        """
+        return self.execute_async(job_name, restore_from).get_job_execution_result()

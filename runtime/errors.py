@@ -15,6 +15,11 @@ __all__ = [
     "JobFailedError",
     "JobCancelledError",
     "RecordEncodingError",
+    "CheckpointError",
+    "StorageUnreachableError",
+    "CheckpointNotFoundError",
+    "CorruptCheckpointError",
+    "IncompatibleCheckpointError",
 ]
 
 
@@ -77,3 +82,29 @@ class JobCancelledError(ChandyError):
 
 class RecordEncodingError(ChandyError, TypeError):
     """A record does not match the output type its operator declared."""
+
+
+class CheckpointError(ChandyError):
+    """Root of errors about checkpoints and their storage."""
+
+
+class StorageUnreachableError(CheckpointError):
+    """The checkpoint storage cannot be listed or written."""
+
+    def __init__(self, url: str, cause: BaseException):
+        super().__init__(
+            f"Checkpoint storage {url} is not usable: {type(cause).__name__}: {cause}. Check the URL, its "
+            "credentials and that the directory can be created and written from the driver and executors."
+        )
+
+
+class CheckpointNotFoundError(CheckpointError):
+    """The checkpoint to restore does not exist (or was never completed)."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint's ``_metadata`` or one of its state files is missing or unreadable."""
+
+
+class IncompatibleCheckpointError(CheckpointError):
+    """The checkpoint cannot be restored into this job (max parallelism, unknown operators)."""

@@ -28,6 +28,7 @@ __all__ = [
     "ChainEdge",
     "Chain",
     "JobGraph",
+    "CheckpointSettings",
     "compile_job_graph",
 ]
 
@@ -135,6 +136,14 @@ class Chain:
         return self.operators[0].is_source
 
 
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """What tasks need to know about checkpointing: alignment mode and where to write."""
+
+    exactly_once: bool
+    storage: Any  # state_backends.storage.CheckpointStorage
+
+
 @dataclass(eq=False)
 class JobGraph:
     job_name: str
@@ -143,6 +152,7 @@ class JobGraph:
     max_parallelism: int
     buffer_timeout_ms: float
     batch_size: int
+    checkpointing: CheckpointSettings | None = None
 
     @property
     def slots(self) -> int:

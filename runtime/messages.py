@@ -15,6 +15,12 @@ __all__ = [
     "TaskFailed",
     "TaskFinished",
     "Cancel",
+    "SubtaskFinished",
+    "TriggerCheckpoint",
+    "AcknowledgeCheckpoint",
+    "DeclineCheckpoint",
+    "NotifyCheckpointComplete",
+    "NotifyCheckpointAborted",
 ]
 
 
@@ -65,3 +71,56 @@ class Cancel(Message):
     """Coordinator -> tasks: stop now; the job is cancelled or another task failed."""
 
     reason: str
+
+
+@dataclass(frozen=True)
+class SubtaskFinished(Message):
+    """Task -> coordinator: one chain subtask consumed all its input (no more checkpoints can include it)."""
+
+    chain: int
+    subtask: int
+
+
+@dataclass(frozen=True)
+class TriggerCheckpoint(Message):
+    """Coordinator -> tasks: sources, record your position and emit barrier ``checkpoint_id``."""
+
+    checkpoint_id: int
+
+
+@dataclass(frozen=True)
+class AcknowledgeCheckpoint(Message):
+    """Task -> coordinator: one chain subtask's state for ``checkpoint_id`` is durably stored."""
+
+    checkpoint_id: int
+    chain: int
+    subtask: int
+    files: tuple  # of state_backends.storage.StateFileInfo
+    sync_ms: float
+    async_ms: float
+    alignment_ms: float
+    source_offsets: dict  # operator uid -> repr of the source's position
+
+
+@dataclass(frozen=True)
+class DeclineCheckpoint(Message):
+    """Task -> coordinator: the task cannot take part in ``checkpoint_id``."""
+
+    checkpoint_id: int
+    chain: int
+    subtask: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class NotifyCheckpointComplete(Message):
+    """Coordinator -> tasks: ``checkpoint_id`` is committed (and with it every earlier one)."""
+
+    checkpoint_id: int
+
+
+@dataclass(frozen=True)
+class NotifyCheckpointAborted(Message):
+    """Coordinator -> tasks: ``checkpoint_id`` will never complete; drop what was kept for it."""
+
+    checkpoint_id: int

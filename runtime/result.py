@@ -14,6 +14,7 @@ class JobStatus(Enum):
 
     CREATED = "CREATED"
     RUNNING = "RUNNING"
+    RESTARTING = "RESTARTING"
     FINISHED = "FINISHED"
     FAILED = "FAILED"
     CANCELLING = "CANCELLING"
@@ -28,7 +29,8 @@ class JobResult:
     """The outcome of a finished job.
 
     ``sink_results`` maps each sink operator's uid to its merged result; ``collected(sink)`` reads a
-    ``CollectSink``'s records by the sink object or its name.
+    ``CollectSink``'s records by the sink object or its name. ``checkpoints`` holds the statistics of every
+    checkpoint the job completed (duration, sync and async parts, alignment, bytes).
     """
 
     job_id: str
@@ -36,6 +38,9 @@ class JobResult:
     net_runtime_ms: int
     sink_results: dict[str, Any] = field(default_factory=dict)
     collect_sinks: dict[str, str] = field(default_factory=dict, repr=False)  # CollectSink name -> sink uid
+    checkpoints: list = field(default_factory=list)  # runtime.checkpoint_protocol.Stats, oldest first
+    restarts: int = 0
+    restored_from: list = field(default_factory=list)  # checkpoint id (or None) each attempt started from
 
     def get_job_id(self) -> str:
         return self.job_id

@@ -20,17 +20,32 @@ import socket
 import threading
 import time
 import traceback
+from collections import deque
 from typing import Any
 
 import cloudpickle
 
 from operators.context import SubtaskInfo
+
+from runtime.aligner import Alignment, BarrierAligner
 from runtime.channels import Cancelled, DataServer, InputGate, LocalChannel, RemoteChannel
-from runtime.codec import END_OF_INPUT, EndOfInput, RecordCodec
+from runtime.codec import END_OF_INPUT, CheckpointBarrier, EndOfInput, RecordCodec
 from runtime.graph import Chain, JobGraph
 from runtime.key_groups import key_group_range
-from runtime.messages import Addresses, Cancel, Register, TaskFailed, TaskFinished
+from runtime.messages import (
+    Addresses,
+    Cancel,
+    DeclineCheckpoint,
+    NotifyCheckpointComplete,
+    Register,
+    SubtaskFinished,
+    TaskFailed,
+    TaskFinished,
+    TriggerCheckpoint,
+)
 from runtime.record_writer import EdgeWriter, RecordWriter
+from runtime.restore import RestoreSpec, restore_operator
+from runtime.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
 from runtime.wire import ConnectionClosed, MessageSocket
 from state_backends.heap import HeapKeyedStateBackend
 
@@ -62,6 +77,14 @@ class SubtaskRunner:
         self.writer: RecordWriter | None = None
         self.buffer_timeout = slot.graph.buffer_timeout_ms / 1000.0
         self.batch_size = slot.graph.batch_size
+        self.backends = [getattr(op.runtime_context, "keyed_backend", None) for op in self.operators]
+        self.triggers: deque = deque()  # checkpoint ids to inject (sources), appended by the control thread
+        self.notifications: deque = deque()  # completed checkpoint ids, appended by the control thread
+        self.finished = False
+        checkpointing = slot.graph.checkpointing
+        self.aligner = None
+        if gate is not None and checkpointing is not None:
+            self.aligner = BarrierAligner(len(gate), checkpointing.exactly_once)
 
     def _call(self, operator, method: str, *args):
         try:
@@ -100,6 +123,8 @@ class SubtaskRunner:
             self.writer.flush()
             self.writer.broadcast_event(END_OF_INPUT)
             self.writer.close()
+            self.finished = True
+            self.slot.send(SubtaskFinished(self.slot.attempt, self.chain.index, self.slot.slot))
         finally:
             for operator in self.operators:
                 try:
@@ -113,7 +138,12 @@ class SubtaskRunner:
         writer = self.writer
         timeout = self.buffer_timeout
         next_flush = time.monotonic() + timeout
+        triggers, notifications = self.triggers, self.notifications
         while not stopped.is_set():
+            if triggers:
+                self._checkpoint(triggers.popleft(), 0.0)
+            if notifications:
+                self._notify(notifications.popleft())
             batch = self._call(source, "poll", self.batch_size)
             if batch is None:
                 return
@@ -131,25 +161,67 @@ class SubtaskRunner:
         timeout = self.buffer_timeout
         open_channels = len(gate)
         next_flush = time.monotonic() + timeout
+        notifications = self.notifications
+        aligner = self.aligner
         while open_channels:
+            if notifications:
+                self._notify(notifications.popleft())
             item = gate.poll(max(0.0005, next_flush - time.monotonic()))
             if item is not None:
-                _, payload = item
+                channel, payload = item
                 if type(payload) is list:
                     self._push(payload, 0)
+                elif isinstance(payload, CheckpointBarrier):
+                    self._on_alignment(aligner.on_barrier(channel, payload.checkpoint_id), channel,
+                                       payload.checkpoint_id)
                 elif isinstance(payload, EndOfInput):
                     open_channels -= 1
+                    if aligner is not None:
+                        pending = aligner.current
+                        self._on_alignment(aligner.on_end_of_input(channel), channel, pending)
             now = time.monotonic()
             if now >= next_flush:
                 writer.flush()
                 next_flush = now + timeout
 
 
+    def _on_alignment(self, decision: Alignment, channel: int, checkpoint_id: int | None) -> None:
+        if decision is Alignment.BLOCK:
+            if self.aligner.should_block(channel):
+                self.gate.block(channel)
+        elif decision is Alignment.COMPLETE:
+            self._checkpoint(checkpoint_id, self.aligner.alignment_ms)
+            self.gate.unblock_all()
+
+    def _checkpoint(self, checkpoint_id: int, alignment_ms: float) -> None:
+        """The synchronous part: flush, freeze every operator's state, forward the barrier."""
+        started = time.monotonic()
+        self.writer.flush()
+        snapshots = []
+        for node, operator, backend in zip(self.chain.operators, self.operators, self.backends):
+            keyed = backend.snapshot() if backend is not None else None
+            state = self._call(operator, "snapshot_operator_state")
+            offsets = repr(state.get("splits")) if node.is_source else None
+            snapshots.append(OperatorSnapshot(node.uid, keyed, state, offsets))
+        sync_ms = (time.monotonic() - started) * 1000.0
+        self.writer.broadcast_event(CheckpointBarrier(checkpoint_id))
+        self.slot.snapshotter.submit(TaskSnapshot(checkpoint_id, self.chain.index, self.slot.slot, snapshots,
+                                                  sync_ms, alignment_ms, started))
+
+    def _notify(self, checkpoint_id: int) -> None:
+        for operator in self.operators:
+            self._call(operator, "notify_checkpoint_complete", checkpoint_id)
+
+
 class SlotRunner:
     """Everything one barrier task runs; see the module docstring."""
 
-    def __init__(self, graph: JobGraph, coordinator: tuple[str, int], attempt: int, slot: int, host: str):
+    def __init__(self, graph: JobGraph, coordinator: tuple[str, int], attempt: int, slot: int, host: str,
+                 restore: dict[str, dict[int, RestoreSpec]] | None = None, restore_storage=None):
         self.graph = graph
+        self.restore = restore or {}
+        self.restore_storage = restore_storage
+        self.snapshotter: Snapshotter | None = None
         self.coordinator = coordinator
         self.attempt = attempt
         self.slot = slot
@@ -182,6 +254,10 @@ class SlotRunner:
                     backend = HeapKeyedStateBackend(
                         graph.max_parallelism, key_group_range(graph.max_parallelism, chain.parallelism, self.slot))
                 node.operator.setup(info, backend)
+                spec = self.restore.get(node.uid, {}).get(self.slot)
+                if spec is not None:
+                    restore_operator(self.restore_storage, spec, node.operator, backend, self.slot,
+                                     chain.parallelism)
             self.runners.append(SubtaskRunner(self, chain, gate))
 
     def _route(self, edge_id: int, producer: int, consumer: int):
@@ -233,12 +309,30 @@ class SlotRunner:
         try:
             while not self.stopped.is_set():
                 message = self.control.receive()
-                if message.attempt == self.attempt and isinstance(message, Cancel):
+                if message.attempt != self.attempt:
+                    continue
+                if isinstance(message, Cancel):
                     self.cancel()
                     return
+                if isinstance(message, TriggerCheckpoint):
+                    for runner in self.runners:
+                        if not runner.chain.is_source:
+                            continue
+                        if runner.finished:
+                            self.send(DeclineCheckpoint(self.attempt, message.checkpoint_id, runner.chain.index,
+                                                        self.slot, "the source has finished"))
+                        else:
+                            runner.triggers.append(message.checkpoint_id)
+                elif isinstance(message, NotifyCheckpointComplete):
+                    for runner in self.runners:
+                        if not runner.finished:
+                            runner.notifications.append(message.checkpoint_id)
         except (ConnectionClosed, OSError):
             if not self.stopped.is_set():
                 self.cancel()  # the driver is gone: nobody will ever read our results
+
+    def send(self, message) -> None:
+        self.control.send(message)
 
     # -- running --------------------------------------------------------------------------------------
 
@@ -306,6 +400,8 @@ class SlotRunner:
         try:
             addresses = self._register()
             self._connect_outputs(addresses)
+            if self.graph.checkpointing is not None:
+                self.snapshotter = Snapshotter(self.graph.checkpointing.storage, self.attempt, self.send)
             listener = threading.Thread(target=self._listen_control, name="chandy-control", daemon=True)
             listener.start()
             for runner in self.runners:
@@ -330,6 +426,8 @@ class SlotRunner:
             raise RuntimeError(f"Chandy slot {self.slot} was cancelled")
         results = {node.uid: node.operator.result() for r in self.runners for node in r.chain.operators
                    if node.is_sink}
+        if self.snapshotter is not None:
+            self.snapshotter.close(JOIN_TIMEOUT_S)  # let acks of checkpoints taken before the end go out
         self.stopped.set()
         self.control.send(TaskFinished(self.attempt, self.slot))
         self._teardown(threads, listener)
@@ -361,7 +459,7 @@ def _report_unloadable_job(coordinator: tuple[str, int], attempt: int, slot: int
         log.error("Could not report to the driver: %s", message)
 
 
-def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: int):
+def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: int, restore_payload: bytes | None = None):
     """The function Spark runs in every barrier task: ``rdd.barrier().mapPartitions(barrier_task(...))``."""
 
     def run(_partition):
@@ -372,10 +470,11 @@ def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: int):
         host = context.getTaskInfos()[slot].address.rsplit(":", 1)[0]
         try:
             graph = cloudpickle.loads(payload)
+            restore_storage, restore = pickle.loads(restore_payload) if restore_payload else (None, None)
         except Exception as exc:
             _report_unloadable_job(coordinator, attempt, slot, exc)
             raise
-        results = SlotRunner(graph, coordinator, attempt, slot, host).run()
+        results = SlotRunner(graph, coordinator, attempt, slot, host, restore, restore_storage).run()
         yield cloudpickle.dumps(results)
 
     return run

@@ -7,6 +7,7 @@ stable hash is the costliest step of a state access.
 
 from __future__ import annotations
 
+import pickle
 from typing import Any, Iterator
 
 from runtime.key_groups import KeyGroupRange, assign_to_key_group
@@ -19,6 +20,7 @@ from state_backends.descriptors import (
     StateDescriptor,
     ValueStateDescriptor,
 )
+from state_backends.heap.snapshot import HeapSnapshot
 from state_backends.heap.states import (
     HeapAggregatingState,
     HeapListState,
@@ -52,6 +54,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._group_of: dict[Any, int] = {}
         self.current_key: Any = None
         self._current_group_id = -1
+        self._snapshots: tuple[HeapSnapshot, ...] = ()
 
     def key_group_of(self, key: Any) -> int:
         group = self._group_of.get(key)
@@ -64,7 +67,11 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def set_current_key(self, key: Any) -> None:
         self.current_key = key
-        self._current_group_id = self.key_group_of(key)
+        group = self._current_group_id = self.key_group_of(key)
+        if self._snapshots:
+            for snapshot in self._snapshots:
+                if group in snapshot.pending:
+                    snapshot.touch(group)
 
     def get_current_key(self) -> Any:
         return self.current_key
@@ -89,10 +96,30 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         state_class = _STATE_CLASSES.get(type(descriptor))
         if state_class is None:
             raise TypeError(f"Unsupported state descriptor {type(descriptor).__name__}")
-        self._tables[descriptor.name] = {}
+        self._tables.setdefault(descriptor.name, {})
         self._descriptors[descriptor.name] = descriptor
         state = self._states[descriptor.name] = state_class(self, descriptor)
         return state
+
+    # -- snapshots ------------------------------------------------------------------------------------
+
+    def snapshot(self) -> HeapSnapshot | None:
+        """The synchronous part of a snapshot: O(key groups). None when there is no state."""
+        snapshot = HeapSnapshot(self, self._tables)
+        if not snapshot.pending:
+            return None
+        self._snapshots = self._snapshots + (snapshot,)
+        return snapshot
+
+    def release(self, snapshot: HeapSnapshot) -> None:
+        self._snapshots = tuple(s for s in self._snapshots if s is not snapshot)
+
+    def restore_key_group(self, group: int, payload: bytes) -> None:
+        """Load one key group's tables, as :meth:`HeapSnapshot.serialize_all` wrote them."""
+        if group not in self.key_groups:
+            raise ValueError(f"key group {group} is not in this subtask's range {tuple(self.key_groups)}")
+        for name, table in pickle.loads(payload).items():
+            self._tables.setdefault(name, {})[group] = table
 
     def keys(self, state_name: str) -> Iterator[Any]:
         for table in self._tables.get(state_name, {}).values():

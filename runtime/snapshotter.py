@@ -1,0 +1,93 @@
+"""The asynchronous part of checkpoints in one slot: serialise and upload, then acknowledge.
+
+One background thread per slot takes snapshots in the order the tasks took them. Records keep flowing
+meanwhile: heap snapshots are copy-on-write (see ``state_backends.heap.snapshot``). A task's checkpoint is
+acknowledged only after all its files are stored; a failure declines the checkpoint instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.messages import AcknowledgeCheckpoint, DeclineCheckpoint
+from state_backends.storage import OPERATOR_STATE_GROUP, CheckpointStorage
+
+__all__ = ["OperatorSnapshot", "TaskSnapshot", "Snapshotter"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class OperatorSnapshot:
+    uid: str
+    keyed: Any = None  # a HeapSnapshot, or None
+    operator_state: dict = field(default_factory=dict)
+    source_offsets: Any = None
+
+
+@dataclass
+class TaskSnapshot:
+    checkpoint_id: int
+    chain: int
+    subtask: int
+    operators: list[OperatorSnapshot]
+    sync_ms: float
+    alignment_ms: float
+    started: float
+
+
+class Snapshotter:
+    def __init__(self, storage: CheckpointStorage, attempt: int, send):
+        self.storage = storage
+        self.attempt = attempt
+        self.send = send
+        self.queue: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="chandy-snapshotter", daemon=True)
+        self.thread.start()
+
+    def submit(self, snapshot: TaskSnapshot) -> None:
+        self.queue.put(snapshot)
+
+    def close(self, timeout: float) -> None:
+        self.queue.put(None)
+        self.thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            snapshot = self.queue.get()
+            if snapshot is None:
+                return
+            try:
+                self.send(self._store(snapshot))
+            except Exception as exc:  # a failed upload declines this checkpoint; the job decides what next
+                log.exception("checkpoint %d of task %d.%d failed", snapshot.checkpoint_id, snapshot.chain,
+                              snapshot.subtask)
+                try:
+                    self.send(DeclineCheckpoint(self.attempt, snapshot.checkpoint_id, snapshot.chain,
+                                                snapshot.subtask, f"{type(exc).__name__}: {exc}"))
+                except OSError:
+                    return
+
+    def _store(self, snapshot: TaskSnapshot) -> AcknowledgeCheckpoint:
+        files = []
+        offsets = {}
+        for operator in snapshot.operators:
+            rows = operator.keyed.serialize_all() if operator.keyed is not None else []
+            if operator.operator_state:
+                rows.append((OPERATOR_STATE_GROUP,
+                             pickle.dumps(operator.operator_state, protocol=pickle.HIGHEST_PROTOCOL)))
+            if rows:
+                files.append(self.storage.write_state_file(snapshot.checkpoint_id, operator.uid,
+                                                           snapshot.subtask, rows))
+            if operator.source_offsets is not None:
+                offsets[operator.uid] = operator.source_offsets
+        async_ms = (time.monotonic() - snapshot.started) * 1000.0 - snapshot.sync_ms
+        return AcknowledgeCheckpoint(self.attempt, snapshot.checkpoint_id, snapshot.chain, snapshot.subtask,
+                                     tuple(files), round(snapshot.sync_ms, 3), round(async_ms, 3),
+                                     round(snapshot.alignment_ms, 3), offsets)
