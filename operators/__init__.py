@@ -11,7 +11,7 @@ from operators.functions import (
     ReduceFunction,
     RuntimeContext,
 )
-from operators.sinks import CollectSink, PrintSink, Sink, SinkWriter
+from operators.sinks import CollectSink, DiscardingSink, PrintSink, Sink, SinkWriter
 from operators.sources import CollectionSource, SequenceSource, Source, SourceReader
 from state_backends.descriptors import (
     AggregateFunction,
@@ -39,6 +39,7 @@ __all__ = [
     "Sink",
     "SinkWriter",
     "CollectSink",
+    "DiscardingSink",
     "PrintSink",
     "AggregateFunction",
     "ValueStateDescriptor",

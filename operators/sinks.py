@@ -11,7 +11,7 @@ from typing import Any
 
 from operators.operator import SinkOperator
 
-__all__ = ["Sink", "SinkWriter", "CollectSink", "PrintSink", "SinkWriterOperator"]
+__all__ = ["Sink", "SinkWriter", "CollectSink", "DiscardingSink", "PrintSink", "SinkWriterOperator"]
 
 
 class SinkWriter:
@@ -92,6 +92,20 @@ class CollectSink(Sink):
         for part in results:
             merged.extend(part)
         return merged
+
+
+class _DiscardWriter(SinkWriter):
+    def write_batch(self, records: list) -> None:
+        pass
+
+
+class DiscardingSink(Sink):
+    """Drops every record (as Flink's DiscardingSink): for jobs whose effect is their state, and benchmarks."""
+
+    name = "discard"
+
+    def create_writer(self, subtask_index: int, parallelism: int) -> SinkWriter:
+        return _DiscardWriter()
 
 
 class _PrintWriter(SinkWriter):

@@ -162,7 +162,7 @@ class StreamExecutionEnvironment:
         # The SparkSession is needed first: under spark-submit, it carries spark.chandy.restoreFrom.
         spark = self._spark or obtain_spark_session(graph.slots)
         if restore_from is None:
-            restore_from = spark.sparkContext.getConf().get(RESTORE_CONF, None)
+            restore_from = spark.conf.get(RESTORE_CONF, None)
         storage = CheckpointStorage(config.get_checkpoint_storage(), job_name)
         if config.is_checkpointing_enabled():
             storage.check_writable()

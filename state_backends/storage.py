@@ -145,25 +145,31 @@ class CheckpointStorage:
         ids = self.checkpoint_ids()
         return (ids[-1] + 1) if ids else 1
 
-    def read_metadata(self, checkpoint_id: int) -> dict:
+    def _load_metadata(self, checkpoint_id: int) -> dict:
+        """``_metadata`` of a checkpoint; errors carry no hint (computing one reads metadata again)."""
         path = self.metadata_path(checkpoint_id)
         if not self.fs.exists(path):
             if self.fs.exists(self.checkpoint_dir(checkpoint_id)):
                 raise CorruptCheckpointError(
                     f"Checkpoint {checkpoint_id} at {self.checkpoint_dir(checkpoint_id)} has no {METADATA}: it "
-                    f"was never completed. {self.usable_hint()}")
+                    "was never completed.")
             raise CheckpointNotFoundError(
-                f"Checkpoint {checkpoint_id} does not exist in {self.url}/{posixpath.basename(self.job_dir)}. "
-                f"{self.usable_hint()}")
+                f"Checkpoint {checkpoint_id} does not exist in {self.url}/{posixpath.basename(self.job_dir)}.")
         try:
             with self.fs.open(path, "rb") as f:
                 metadata = json.loads(f.read())
             if metadata.get("checkpoint_id") != checkpoint_id:
                 raise ValueError(f"it describes checkpoint {metadata.get('checkpoint_id')}")
         except Exception as exc:  # unparsable or inconsistent: corrupt
-            raise CorruptCheckpointError(f"Checkpoint {checkpoint_id}: {path} is unreadable ({exc}). "
-                                         f"{self.usable_hint()}") from exc
+            raise CorruptCheckpointError(f"Checkpoint {checkpoint_id}: {path} is unreadable ({exc}).") from exc
         return metadata
+
+    def read_metadata(self, checkpoint_id: int) -> dict:
+        """``_metadata`` of a checkpoint; errors name the usable checkpoints."""
+        try:
+            return self._load_metadata(checkpoint_id)
+        except (CorruptCheckpointError, CheckpointNotFoundError) as exc:
+            raise type(exc)(f"{exc} {self.usable_hint()}") from exc.__cause__
 
     def problems(self, metadata: dict) -> list[str]:
         """What is wrong with a checkpoint's files (empty when it is restorable)."""
@@ -195,7 +201,7 @@ class CheckpointStorage:
         result = []
         for checkpoint_id in self.checkpoint_ids():
             try:
-                result.append(self.read_metadata(checkpoint_id))
+                result.append(self._load_metadata(checkpoint_id))
             except (CorruptCheckpointError, CheckpointNotFoundError):
                 continue
         return result

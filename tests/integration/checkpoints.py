@@ -1,0 +1,28 @@
+"""Reading a checkpoint's state back through the restore path, for assertions in tests."""
+
+from __future__ import annotations
+
+from runtime.key_groups import key_group_range
+from runtime.restore import RestoreSpec, restore_operator
+from state_backends import HeapKeyedStateBackend
+from state_backends.storage import OPERATOR_STATE_GROUP
+
+
+class _Capture:
+    state: dict = {}
+
+    def restore_operator_state(self, state):
+        self.state = state
+
+
+def restored_state(storage, metadata, uid, state_name=None):
+    """``(keyed entries {key: value} of state_name, operator list state)`` of one operator, as one subtask."""
+    max_p = metadata["max_parallelism"]
+    files = tuple(metadata["operators"][uid]["files"])
+    spec = RestoreSpec(metadata["checkpoint_id"], files,
+                       tuple(f for f in files if OPERATOR_STATE_GROUP in f["key_groups"]), (0, max_p - 1))
+    backend = HeapKeyedStateBackend(max_p, key_group_range(max_p, 1, 0))
+    capture = _Capture()
+    restore_operator(storage, spec, capture, backend, 0, 1)
+    keyed = {key: value for _, key, value in backend.entries(state_name)} if state_name else {}
+    return keyed, capture.state

@@ -1,0 +1,251 @@
+"""Alignment, rescaling, restore entry points and storage faults, checked on real checkpoints."""
+
+import collections
+import os
+import re
+import shutil
+import time
+
+import pytest
+
+from operators import CollectSink, DiscardingSink, KeyedProcessFunction, MapFunction, SequenceSource, \
+    ValueStateDescriptor
+from runtime import CheckpointingMode, RestartStrategies
+from runtime.errors import CheckpointNotFoundError, CorruptCheckpointError, IncompatibleCheckpointError
+from runtime.key_groups import subtask_for_key
+from state_backends.storage import CheckpointStorage
+from tests.integration.checkpoints import restored_state
+from tests.integration.jobs import CountPerKey
+
+
+def wait_for(predicate, timeout=120, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_aligned_snapshot_holds_exactly_the_records_before_each_barrier(env, tmp_path):
+    """A fast and a 100x slower input into one keyed operator: in every checkpoint, the count of records
+    from each source equals that source's checkpointed position: nothing after a barrier leaked in."""
+    env.set_parallelism(2).enable_checkpointing(50, CheckpointingMode.EXACTLY_ONCE)
+    url = str(tmp_path / "ck")
+    env.get_checkpoint_config().set_checkpoint_storage(url).set_max_retained_checkpoints(1000)
+    fast = env.from_source(SequenceSource(0, 299_999, records_per_second=200_000), "fast").uid("fast") \
+        .set_parallelism(1).map(lambda x: "fast").uid("fast-tag").set_parallelism(1)
+    slow = env.from_source(SequenceSource(0, 2_999, records_per_second=2_000), "slow").uid("slow") \
+        .set_parallelism(1).map(lambda x: "slow").uid("slow-tag").set_parallelism(1)
+    fast.union(slow).key_by(lambda tag: tag).process(CountPerKey()).uid("count").sink_to(DiscardingSink())
+    env.execute("alignment")
+    storage = CheckpointStorage("file://" + url, "alignment")
+    checked = 0
+    for metadata in storage.completed():
+        counts, _ = restored_state(storage, metadata, "count", "count")
+        for source in ("fast", "slow"):
+            _, source_state = restored_state(storage, metadata, source)
+            (position, _, _), = source_state["splits"]
+            assert counts.get(source, 0) == position, f"checkpoint {metadata['checkpoint_id']}, {source}"
+        checked += 1
+    assert checked >= 5, "the job should have completed several checkpoints"
+
+
+class CountWithPlacement(KeyedProcessFunction):
+    """Running count per key; each output says which subtask (of how many) held the key's state."""
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+        self.where = (runtime_context.get_index_of_this_subtask(),
+                      runtime_context.get_number_of_parallel_subtasks())
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield ctx.get_current_key(), n, *self.where
+
+
+class SignalAfterCheckpoints(MapFunction):
+    def __init__(self, path, checkpoints):
+        self.path, self.checkpoints = path, checkpoints
+
+    def open(self, runtime_context):
+        self.completed = 0
+
+    def notify_checkpoint_complete(self, checkpoint_id):
+        self.completed += 1
+        if self.completed >= self.checkpoints and not os.path.exists(self.path):
+            open(self.path, "w").close()
+
+    def map(self, value):
+        return value
+
+
+N, KEYS = 60_000, 97
+
+
+def rescalable_job(env, url, parallelism, rate, marker=None):
+    env.set_parallelism(parallelism).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(url)
+    sink = CollectSink("counts")
+    stream = env.from_source(SequenceSource(0, N - 1, records_per_second=rate), "numbers").uid("numbers") \
+        .map(lambda x: x % KEYS).uid("modulo")
+    if marker:
+        stream = stream.map(SignalAfterCheckpoints(marker, 2)).uid("signal")
+    else:
+        stream = stream.map(lambda x: x).uid("signal")
+    stream.key_by(lambda k: k).process(CountWithPlacement()).uid("count").sink_to(sink).uid("sink")
+    return sink
+
+
+def run_until_checkpointed(spark, url, job_name, tmp_path):
+    from runtime import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment(spark)
+    marker = str(tmp_path / f"{job_name}.checkpointed")
+    rescalable_job(env, url, 2, rate=N / 2 / 20, marker=marker)  # would take 20 s: cancelled long before
+    client = env.execute_async(job_name)
+    wait_for(lambda: os.path.exists(marker), what="two completed checkpoints")
+    client.cancel()
+    storage = CheckpointStorage("file://" + url, job_name)
+    return storage, storage.usable_ids()
+
+
+@pytest.fixture(scope="module")
+def checkpointed_at_2(spark, tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("rescale")
+    url = str(tmp_path / "ck")
+    storage, ids = run_until_checkpointed(spark, url, "rescale", tmp_path)
+    assert ids, "the first run left completed checkpoints"
+    return url, storage, ids
+
+
+@pytest.mark.parametrize("new_parallelism", [3, 1])
+def test_rescaled_restore_is_exact_and_puts_state_where_the_key_group_formula_says(
+        spark, checkpointed_at_2, new_parallelism):
+    from runtime import StreamExecutionEnvironment
+
+    url, storage, ids = checkpointed_at_2
+    env = StreamExecutionEnvironment.get_execution_environment(spark)
+    sink = rescalable_job(env, url, new_parallelism, rate=None)
+    result = env.execute("rescale", restore_from=ids[-1])
+    assert result.restored_from == [ids[-1]]
+    out = result.collected(sink)
+    expected = sorted((k, i) for k, c in collections.Counter(x % KEYS for x in range(N)).items()
+                      for i in range(1, c + 1))
+    assert sorted((k, n) for k, n, _, _ in out) == expected
+    parallelisms = {p for _, _, _, p in out}
+    assert parallelisms == {2, new_parallelism}, "some output came before the checkpoint, some after"
+    assert all(subtask == subtask_for_key(k, 128, p) for k, _, subtask, p in out)
+
+
+def test_restore_from_a_path_and_from_the_spark_conf(spark, checkpointed_at_2):
+    from runtime import StreamExecutionEnvironment
+
+    url, storage, ids = checkpointed_at_2
+    for how in ("path", "conf"):
+        env = StreamExecutionEnvironment.get_execution_environment(spark)
+        sink = rescalable_job(env, url, 2, rate=None)
+        if how == "path":
+            result = env.execute("rescale", restore_from=os.path.join(url, "rescale", f"chk-{ids[0]}"))
+        else:
+            spark.conf.set("spark.chandy.restoreFrom", str(ids[0]))
+            try:
+                result = env.execute("rescale")
+            finally:
+                spark.conf.unset("spark.chandy.restoreFrom")
+        assert result.restored_from == [ids[0]], how
+        finals = {}
+        for k, n, _, _ in result.collected(sink):
+            finals[k] = max(finals.get(k, 0), n)
+        assert finals == dict(collections.Counter(x % KEYS for x in range(N))), how
+
+
+def test_restoring_a_missing_or_incomplete_checkpoint_fails_clearly(spark, checkpointed_at_2):
+    from runtime import StreamExecutionEnvironment
+
+    url, storage, _ = checkpointed_at_2
+    ids = storage.usable_ids()  # earlier restored runs added their own checkpoints
+    incomplete = ids[-1] + 50
+    source = os.path.join(url, "rescale", f"chk-{ids[-1]}")
+    shutil.copytree(source, os.path.join(url, "rescale", f"chk-{incomplete}"))
+    os.remove(os.path.join(url, "rescale", f"chk-{incomplete}", "_metadata"))
+    env = StreamExecutionEnvironment.get_execution_environment(spark)
+    rescalable_job(env, url, 2, rate=None)
+    with pytest.raises(CorruptCheckpointError,
+                       match=f"{incomplete}.*never completed.*" + re.escape(f"Usable checkpoints: {ids}")):
+        env.execute("rescale", restore_from=incomplete)
+    with pytest.raises(CheckpointNotFoundError, match="9999 does not exist.*Usable"):
+        env.execute("rescale", restore_from=9999)
+    assert storage.usable_ids() == ids, "an incomplete checkpoint is never usable"
+    env = StreamExecutionEnvironment.get_execution_environment(spark)
+    rescalable_job(env, url, 2, rate=None)
+    result = env.execute("rescale", restore_from="latest")
+    assert result.restored_from == [ids[-1]]
+    shutil.rmtree(os.path.join(url, "rescale", f"chk-{incomplete}"))
+
+
+def test_a_deleted_state_file_makes_that_checkpoint_unrestorable(spark, tmp_path):
+    from runtime import StreamExecutionEnvironment
+
+    url = str(tmp_path / "ck")
+    storage, ids = run_until_checkpointed(spark, url, "faulty", tmp_path)
+    victim = storage.validated_metadata(ids[-1])["operators"]["count"]["files"][0]["path"]
+    os.remove(os.path.join(url, "faulty", f"chk-{ids[-1]}", victim))
+    env = StreamExecutionEnvironment.get_execution_environment(spark)
+    rescalable_job(env, url, 2, rate=None)
+    with pytest.raises(CorruptCheckpointError,
+                       match=re.escape(f"{victim} is missing") + ".*" + re.escape(f"Usable checkpoints: {ids[:-1]}")):
+        env.execute("faulty", restore_from=ids[-1])
+
+
+def test_max_parallelism_must_match(spark, checkpointed_at_2):
+    from runtime import StreamExecutionEnvironment
+
+    url, storage, ids = checkpointed_at_2
+    env = StreamExecutionEnvironment.get_execution_environment(spark).set_max_parallelism(256)
+    rescalable_job(env, url, 2, rate=None)
+    with pytest.raises(IncompatibleCheckpointError, match="max parallelism 128.*256"):
+        env.execute("rescale", restore_from=ids[-1])
+
+
+class BreakLatestCheckpointThenFail(MapFunction):
+    """First attempt: after two completed checkpoints, delete a state file of the newest, then fail."""
+
+    def __init__(self, url, job, record):
+        self.url, self.job, self.record = url, job, record
+
+    def open(self, runtime_context):
+        self.first = runtime_context.get_attempt_number() == 0 and runtime_context.get_index_of_this_subtask() == 0
+        self.completed = []
+
+    def notify_checkpoint_complete(self, checkpoint_id):
+        self.completed.append(checkpoint_id)
+
+    def map(self, value):
+        if self.first and len(self.completed) >= 2:
+            newest = self.completed[-1]
+            directory = os.path.join(self.url, self.job, f"chk-{newest}", "count")
+            for name in os.listdir(directory):
+                os.remove(os.path.join(directory, name))
+            with open(self.record, "w") as f:
+                f.write(str(newest))
+            raise RuntimeError("failing after breaking the newest checkpoint")
+        return value
+
+
+def test_automatic_restart_falls_back_to_an_older_complete_checkpoint(env, tmp_path):
+    url = str(tmp_path / "ck")
+    record = str(tmp_path / "broken")
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(url)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
+    sink = CollectSink("counts")
+    env.from_source(SequenceSource(0, N - 1, records_per_second=N / 2 / 1.5), "numbers").uid("numbers") \
+        .map(lambda x: x % KEYS).uid("modulo").key_by(lambda k: k).process(CountPerKey()).uid("count") \
+        .map(BreakLatestCheckpointThenFail(url, "fallback", record)).uid("breaker").sink_to(sink).uid("sink")
+    result = env.execute("fallback")
+    broken = int(open(record).read())
+    assert result.restarts == 1
+    assert result.restored_from[1] is not None and result.restored_from[1] < broken
+    expected = sorted((k, i) for k, c in collections.Counter(x % KEYS for x in range(N)).items()
+                      for i in range(1, c + 1))
+    assert sorted(result.collected(sink)) == expected

@@ -1,0 +1,166 @@
+import pytest
+
+from runtime.aligner import Alignment, BarrierAligner
+from runtime.checkpoint_config import CheckpointConfig
+from runtime.checkpoint_coordinator import CheckpointCoordinator
+from runtime.checkpoint_protocol import PendingCheckpoint, TaskAck, TaskId, should_trigger
+from runtime.graph import Chain, JobGraph
+from runtime.messages import (
+    AcknowledgeCheckpoint,
+    DeclineCheckpoint,
+    NotifyCheckpointAborted,
+    NotifyCheckpointComplete,
+    SubtaskFinished,
+    TriggerCheckpoint,
+)
+from state_backends.storage import CheckpointStorage
+
+
+def test_exactly_once_alignment_blocks_each_channel_until_all_delivered_the_barrier():
+    aligner = BarrierAligner(3, exactly_once=True, clock=iter([0.0, 0.25]).__next__)
+    assert aligner.on_barrier(0, 1) is Alignment.BLOCK and aligner.should_block(0)
+    assert aligner.on_barrier(2, 1) is Alignment.BLOCK and aligner.should_block(2)
+    assert not aligner.should_block(1)
+    assert aligner.on_barrier(1, 1) is Alignment.COMPLETE
+    assert aligner.alignment_ms == 250.0
+    assert aligner.on_barrier(0, 1) is Alignment.IGNORE  # a duplicate of a completed checkpoint
+
+
+def test_at_least_once_alignment_never_blocks():
+    aligner = BarrierAligner(2, exactly_once=False)
+    assert aligner.on_barrier(0, 1) is Alignment.BLOCK
+    assert not aligner.should_block(0)
+    assert aligner.on_barrier(1, 1) is Alignment.COMPLETE
+
+
+def test_ended_channels_count_as_aligned():
+    aligner = BarrierAligner(2, exactly_once=True)
+    assert aligner.on_barrier(0, 4) is Alignment.BLOCK
+    assert aligner.on_end_of_input(1) is Alignment.COMPLETE
+    assert aligner.on_barrier(0, 5) is Alignment.COMPLETE  # channel 1 stays ended
+
+
+def test_a_newer_barrier_supersedes_an_unfinished_alignment():
+    aligner = BarrierAligner(2, exactly_once=True)
+    aligner.on_barrier(0, 1)
+    assert aligner.on_barrier(0, 2) is Alignment.BLOCK
+    assert aligner.on_barrier(1, 1) is Alignment.IGNORE
+    assert aligner.on_barrier(1, 2) is Alignment.COMPLETE
+
+
+@pytest.mark.parametrize("kwargs,expected", [
+    (dict(), True),
+    (dict(interval_ms=None), False),
+    (dict(last_trigger_ms=950), False),
+    (dict(last_completion_ms=990, min_pause_ms=50), False),
+    (dict(pending=1), False),
+    (dict(pending=1, max_concurrent=2), True),
+    (dict(all_tasks_running=False), False),
+])
+def test_should_trigger(kwargs, expected):
+    facts = dict(now_ms=1000, interval_ms=100, last_trigger_ms=800, last_completion_ms=None, min_pause_ms=0,
+                 pending=0, max_concurrent=1, all_tasks_running=True)
+    facts.update(kwargs)
+    assert should_trigger(**facts) is expected
+
+
+def test_pending_checkpoint_completes_with_every_expected_task():
+    tasks = frozenset({TaskId(0, 0), TaskId(0, 1)})
+    pending = PendingCheckpoint(7, 0.0, tasks)
+    assert not pending.acknowledge(TaskAck(TaskId(0, 0), (), 1.0, 2.0, 0.5))
+    assert not pending.acknowledge(TaskAck(TaskId(9, 9), (), 1.0, 2.0, 0.5))  # not ours
+    assert pending.acknowledge(TaskAck(TaskId(0, 1), (), 3.0, 1.0, 0.1))
+    stats = pending.stats(40.0)
+    assert (stats.duration_ms, stats.sync_ms, stats.async_ms, stats.alignment_ms) == (40.0, 3.0, 2.0, 0.5)
+
+
+class FakeControl:
+    def __init__(self):
+        self.sent = []
+        self.all_registered = True
+
+    def broadcast(self, message):
+        self.sent.append(message)
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def make_coordinator(tmp_path, **config):
+    graph = JobGraph("job", [Chain(0, [], 2)], [], 128, 5, 100)
+    checkpoint_config = CheckpointConfig().set_checkpoint_interval(1000)
+    for name, value in config.items():
+        getattr(checkpoint_config, name)(value)
+    clock = FakeClock()
+    storage = CheckpointStorage(f"file://{tmp_path}", "job")
+    coordinator = CheckpointCoordinator(checkpoint_config, storage, graph, clock=clock)
+    control = FakeControl()
+    coordinator.start_attempt(0, control)
+    return coordinator, control, clock, storage
+
+
+def ack(checkpoint_id, subtask):
+    return AcknowledgeCheckpoint(0, checkpoint_id, 0, subtask, (), 0.1, 1.0, 0.0, {})
+
+
+def test_coordinator_triggers_on_interval_commits_and_notifies(tmp_path):
+    coordinator, control, clock, storage = make_coordinator(tmp_path)
+    assert coordinator.tick() is None and control.sent == []
+    clock.now += 1.0
+    coordinator.tick()
+    assert control.sent == [TriggerCheckpoint(0, 1)]
+    clock.now += 1.0
+    coordinator.tick()
+    assert len(control.sent) == 1, "max concurrent 1: no second trigger while one is pending"
+    coordinator.on_message(ack(1, 0))
+    assert storage.checkpoint_ids() == []
+    coordinator.on_message(ack(1, 1))
+    assert control.sent[-1] == NotifyCheckpointComplete(0, 1)
+    assert storage.read_metadata(1)["checkpoint_id"] == 1
+    assert coordinator.completed_ids == [1]
+
+
+def test_coordinator_retains_the_last_n(tmp_path):
+    coordinator, control, clock, storage = make_coordinator(tmp_path, set_max_retained_checkpoints=2)
+    for checkpoint_id in (1, 2, 3):
+        clock.now += 1.0
+        coordinator.tick()
+        coordinator.on_message(ack(checkpoint_id, 0))
+        coordinator.on_message(ack(checkpoint_id, 1))
+    assert storage.checkpoint_ids() == [2, 3]
+
+
+def test_timeouts_and_declines_fail_the_job_beyond_the_tolerated_number(tmp_path):
+    coordinator, control, clock, storage = make_coordinator(
+        tmp_path, set_checkpoint_timeout=500, set_tolerable_checkpoint_failure_number=1)
+    clock.now += 1.0
+    coordinator.tick()
+    clock.now += 0.6
+    assert coordinator.tick() is None, "one failure is tolerated"
+    assert NotifyCheckpointAborted(0, 1) in control.sent
+    clock.now += 0.5
+    coordinator.tick()
+    failure = coordinator.on_message(DeclineCheckpoint(0, 2, 0, 1, "disk full"))
+    assert failure is not None and "checkpoint 2" in str(failure) and "disk full" in str(failure)
+
+
+def test_no_checkpoints_once_a_task_finished(tmp_path):
+    coordinator, control, clock, storage = make_coordinator(tmp_path)
+    coordinator.on_message(SubtaskFinished(0, 0, 1))
+    clock.now += 5
+    coordinator.tick()
+    assert control.sent == []
+
+
+def test_checkpoint_ids_continue_after_existing_ones(tmp_path):
+    storage = CheckpointStorage(f"file://{tmp_path}", "job")
+    storage.write_metadata(41, {"checkpoint_id": 41, "operators": {}})
+    coordinator, control, clock, _ = make_coordinator(tmp_path)
+    clock.now += 1.0
+    coordinator.tick()
+    assert control.sent == [TriggerCheckpoint(0, 42)]
