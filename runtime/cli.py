@@ -3,6 +3,10 @@
     chandy --version
     chandy demo [--records N --keys K --parallelism P]   run the reference job on local Spark
     chandy pyfiles chandy.zip                            zip Chandy for spark-submit --py-files
+    chandy checkpoints DIR                               completed checkpoints of the job directory DIR
+    chandy checkpoint DIR ID                             one checkpoint: operators, files, key groups, offsets
+
+DIR is ``<checkpoint storage>/<job name>``, as a path or any fsspec URL.
 """
 
 from __future__ import annotations
@@ -23,6 +27,11 @@ def main(argv: list[str] | None = None) -> int:
                         add_help=False)
     pyfiles = commands.add_parser("pyfiles", help="zip Chandy's packages for spark-submit --py-files")
     pyfiles.add_argument("destination", nargs="?", default="chandy.zip")
+    listing = commands.add_parser("checkpoints", help="list the completed checkpoints of a job directory")
+    listing.add_argument("directory")
+    showing = commands.add_parser("checkpoint", help="show one checkpoint")
+    showing.add_argument("directory")
+    showing.add_argument("checkpoint_id", type=int)
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
         from runtime.demo import main as demo
@@ -34,6 +43,19 @@ def main(argv: list[str] | None = None) -> int:
         from runtime.packaging import build_pyfiles_zip
 
         print(build_pyfiles_zip(args.destination))
+        return 0
+    if args.command in ("checkpoints", "checkpoint"):
+        from runtime.checkpoint_inspection import describe_checkpoint, list_checkpoints
+        from runtime.errors import ChandyError
+
+        try:
+            if args.command == "checkpoints":
+                print(list_checkpoints(args.directory))
+            else:
+                print(describe_checkpoint(args.directory, args.checkpoint_id))
+        except ChandyError as exc:
+            print(f"chandy: {exc}", file=sys.stderr)
+            return 2
         return 0
     parser.print_help()
     return 0

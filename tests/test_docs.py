@@ -40,6 +40,8 @@ def test_readme_opens_with_the_demo_and_test_commands_and_ci_runs_the_latter():
 
 
 def test_readme_job_example_runs(spark, capsys):
-    (example,) = readme_blocks("python")
+    example, *fragments = readme_blocks("python")
     exec(compile(example, "README.md", "exec"), {"__name__": "readme_example"})
     assert capsys.readouterr().out.strip() == "(9, 1000)"
+    for fragment in fragments:  # configuration fragments that continue the example: they must at least parse
+        compile(fragment, "README.md", "exec")

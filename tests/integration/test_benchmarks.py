@@ -1,0 +1,25 @@
+"""The benchmarks' quick mode runs and reports well-formed, exact results (timings are not asserted)."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_quick_benchmark_runs_and_every_variant_is_exact(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--out", str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    (path,) = glob.glob(str(tmp_path / "throughput-quick-*.json"))
+    report = json.load(open(path))
+    assert report["machine"]["cores"] and report["machine"]["pyspark"]
+    variants = {row["variant"]: row for row in report["results"]}
+    assert set(variants) == {"chandy-record-api-no-checkpoints", "chandy-record-api-checkpoints-1s",
+                             "spark-sss-jvm-groupby-count"}
+    assert variants["chandy-record-api-no-checkpoints"]["exact"] and variants["chandy-record-api-checkpoints-1s"]["exact"]
+    assert all(row["records_per_s"] > 0 for row in report["results"])
+    assert [s["keys"] for s in report["snapshots"]] == [10_000, 100_000]
+    assert "vs SSS JVM" in out.stdout

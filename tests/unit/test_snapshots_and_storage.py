@@ -1,0 +1,120 @@
+import pytest
+
+from runtime.cli import main as chandy
+from runtime.errors import CheckpointNotFoundError, CorruptCheckpointError, StorageUnreachableError
+from runtime.key_groups import assign_to_key_group, key_group_range
+from runtime.restore_source import resolve_restore
+from state_backends import HeapKeyedStateBackend, ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from state_backends.storage import CheckpointStorage
+
+
+def backend_with_state(keys=200):
+    backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+    value = backend.get_state(ValueStateDescriptor("v"))
+    items = backend.get_state(ListStateDescriptor("l"))
+    mapping = backend.get_state(MapStateDescriptor("m"))
+    for key in range(keys):
+        backend.set_current_key(key)
+        value.update({"n": key})
+        items.add(key)
+        mapping.put("k", key)
+    return backend, value, items, mapping
+
+
+def restore(rows):
+    backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+    for group, payload in rows:
+        backend.restore_key_group(group, payload)
+    return backend
+
+
+def test_snapshot_is_the_state_at_the_barrier_whatever_happens_after():
+    backend, value, items, mapping = backend_with_state()
+    snapshot = backend.snapshot()
+    for key in range(0, 200, 3):  # the task keeps going: updates, in-place mutation, new keys
+        backend.set_current_key(key)
+        value.value()["n"] = -1  # mutating a state object in place, without update()
+        items.add("late")
+        mapping.put("late", True)
+    backend.set_current_key("new key")
+    value.update({"n": 0})
+    restored = restore(snapshot.serialize_all())
+    v = restored.get_state(ValueStateDescriptor("v"))
+    lst = restored.get_state(ListStateDescriptor("l"))
+    m = restored.get_state(MapStateDescriptor("m"))
+    for key in range(200):
+        restored.set_current_key(key)
+        assert v.value() == {"n": key} and list(lst.get()) == [key] and dict(m.items()) == {"k": key}
+    restored.set_current_key("new key")
+    assert v.value() is None
+    backend.set_current_key(3)
+    assert value.value() == {"n": -1}, "the live state did change"
+
+
+def test_snapshot_sync_part_does_not_touch_keys():
+    backend, *_ = backend_with_state(keys=5000)
+    snapshot = backend.snapshot()
+    assert snapshot.pending == {assign_to_key_group(k, 128) for k in range(5000)}
+    assert snapshot._serialized == {}, "nothing is serialised at the barrier"
+    snapshot.serialize_all()
+    assert backend._snapshots == ()
+
+
+def test_state_file_reads_only_the_requested_key_groups(tmp_path):
+    storage = CheckpointStorage(f"file://{tmp_path}", "job")
+    info = storage.write_state_file(3, "op", 1, [(5, b"five"), (9, b"nine"), (-1, b"operator")])
+    entry = CheckpointStorage.file_entry(info)
+    assert list(storage.read_state_rows(3, entry, {9})) == [(9, b"nine")]
+    assert [g for g, _ in storage.read_state_rows(3, entry)] == [5, 9, -1]
+
+
+def write_checkpoint(storage, checkpoint_id):
+    info = storage.write_state_file(checkpoint_id, "op", 0, [(1, b"x")])
+    storage.write_metadata(checkpoint_id, {"checkpoint_id": checkpoint_id, "max_parallelism": 128,
+                                           "timestamp_ms": 0, "operators": {
+                                               "op": {"name": "op", "parallelism": 1,
+                                                      "files": [CheckpointStorage.file_entry(info)]}}})
+    return info
+
+
+def test_broken_checkpoints_are_never_usable_and_errors_list_the_usable_ones(tmp_path):
+    storage = CheckpointStorage(f"file://{tmp_path}", "job")
+    write_checkpoint(storage, 1)
+    info = write_checkpoint(storage, 2)
+    write_checkpoint(storage, 3)
+    write_checkpoint(storage, 4)
+    (tmp_path / "job" / "chk-2" / info.path).write_bytes(b"truncated")
+    (tmp_path / "job" / "chk-3" / "_metadata").write_text("{not json")
+    (tmp_path / "job" / "chk-4" / "_metadata").unlink()
+    assert storage.usable_ids() == [1]
+    with pytest.raises(CorruptCheckpointError, match=r"9 bytes.*Usable checkpoints: \[1\]"):
+        resolve_restore(storage, 2)
+    with pytest.raises(CorruptCheckpointError, match=r"unreadable.*Usable checkpoints: \[1\]"):
+        resolve_restore(storage, "3")
+    with pytest.raises(CorruptCheckpointError, match="never completed"):
+        resolve_restore(storage, 4)
+    with pytest.raises(CheckpointNotFoundError, match="7 does not exist"):
+        resolve_restore(storage, 7)
+    assert resolve_restore(storage, "latest")[1]["checkpoint_id"] == 1
+    assert resolve_restore(storage, str(tmp_path / "job" / "chk-1"))[1]["checkpoint_id"] == 1
+
+
+def test_unreachable_storage_fails_at_once_naming_the_url(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    storage = CheckpointStorage(f"file://{blocker}/below", "job")
+    with pytest.raises(StorageUnreachableError, match="a-file/below"):
+        storage.check_writable()
+
+
+def test_cli_lists_and_describes_checkpoints(tmp_path, capsys):
+    storage = CheckpointStorage(f"file://{tmp_path}", "job")
+    write_checkpoint(storage, 1)
+    write_checkpoint(storage, 2)
+    assert chandy(["checkpoints", str(tmp_path / "job")]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listing[1:]] == ["1", "2"]
+    assert chandy(["checkpoint", str(tmp_path / "job"), "2"]) == 0
+    assert "subtask 0: op/0.arrow" in capsys.readouterr().out
+    assert chandy(["checkpoint", str(tmp_path / "job"), "5"]) == 2
+    assert "Usable checkpoints: [1, 2]" in capsys.readouterr().err
