@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from operators.functions import KeyedProcessFunction, RuntimeContext
 
-__all__ = ["SubtaskInfo", "StreamingRuntimeContext", "KeyedContext"]
+__all__ = ["SubtaskInfo", "StreamingRuntimeContext", "KeyedContext", "OperatorListState"]
 
 
 @dataclass(frozen=True)
@@ -20,10 +20,41 @@ class SubtaskInfo:
     attempt: int
 
 
+class OperatorListState:
+    """Non-keyed list state of one operator subtask (Flink's operator ListState, even-split on rescale).
+
+    >>> items = []
+    >>> state = OperatorListState(items)
+    >>> state.add(1); state.add_all([2, 3]); list(state.get())
+    [1, 2, 3]
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list):
+        self._items = items
+
+    def get(self) -> list:
+        return list(self._items)
+
+    def add(self, value) -> None:
+        self._items.append(value)
+
+    def add_all(self, values) -> None:
+        self._items.extend(values)
+
+    def update(self, values) -> None:
+        self._items[:] = list(values)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
 class StreamingRuntimeContext(RuntimeContext):
-    def __init__(self, info: SubtaskInfo, keyed_backend=None):
+    def __init__(self, info: SubtaskInfo, keyed_backend=None, operator=None):
         self._info = info
         self._backend = keyed_backend
+        self._operator = operator
 
     @property
     def keyed_backend(self):
@@ -58,6 +89,10 @@ class StreamingRuntimeContext(RuntimeContext):
 
     get_list_state = get_state
     get_map_state = get_state
+
+    def get_operator_list_state(self, state_descriptor) -> OperatorListState:
+        """Non-keyed list state of this subtask, checkpointed and dealt round-robin on a rescaled restore."""
+        return OperatorListState(self._operator.operator_list(state_descriptor.name))
     get_reducing_state = get_state
     get_aggregating_state = get_state
 

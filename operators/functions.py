@@ -66,6 +66,10 @@ class RuntimeContext:
     def get_aggregating_state(self, state_descriptor):
         raise NotImplementedError
 
+    def get_operator_list_state(self, state_descriptor):
+        """Non-keyed list state (any operator): checkpointed, dealt round-robin on a rescaled restore."""
+        raise NotImplementedError
+
 
 class Function:
     """Lifecycle hooks shared by every user function."""

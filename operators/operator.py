@@ -18,15 +18,26 @@ class StreamOperator:
 
     keyed = False
 
+    USER_STATE_PREFIX = "user:"
+
     def __init__(self, name: str, function: Any = None):
         self.name = name
         self.function = function
         self.info: SubtaskInfo | None = None
         self.runtime_context: StreamingRuntimeContext | None = None
+        self._list_states: dict[str, list] = {}
+        self._restored_lists: dict[str, list] = {}
 
     def setup(self, info: SubtaskInfo, keyed_backend=None) -> None:
         self.info = info
-        self.runtime_context = StreamingRuntimeContext(info, keyed_backend)
+        self.runtime_context = StreamingRuntimeContext(info, keyed_backend, self)
+
+    def operator_list(self, name: str) -> list:
+        """The live list behind the user's operator list state ``name`` (restored content on first use)."""
+        items = self._list_states.get(name)
+        if items is None:
+            items = self._list_states[name] = list(self._restored_lists.pop(name, []))
+        return items
 
     def open(self) -> None:
         opener = getattr(self.function, "open", None)
@@ -41,11 +52,16 @@ class StreamOperator:
         """Non-keyed list state at a barrier, by name (synchronous part: return copies, not live lists).
 
         On a restore at another parallelism, each list is split round-robin over the new subtasks.
+        Subclasses add their own lists to this one's (the user function's operator list states).
         """
-        return {}
+        prefix = self.USER_STATE_PREFIX
+        return {prefix + name: list(items) for name, items in self._list_states.items()}
 
     def restore_operator_state(self, state: dict[str, list]) -> None:
         """Load this subtask's share of the list state; called before ``open``."""
+        prefix = self.USER_STATE_PREFIX
+        self._restored_lists = {name[len(prefix):]: items for name, items in state.items()
+                                if name.startswith(prefix)}
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` (and all before it) is committed. Forwarded to the user function."""

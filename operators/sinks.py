@@ -152,14 +152,18 @@ class SinkWriterOperator(SinkOperator):
         return self.writer
 
     def restore_operator_state(self, state: dict[str, list]) -> None:
+        super().restore_operator_state(state)
         self._writer().restore_state(list(state.get(self.ITEMS, [])))
 
     def open(self) -> None:
         self._writer().open(self.runtime_context)
 
     def snapshot_operator_state(self) -> dict[str, list]:
+        state = super().snapshot_operator_state()
         items = self.writer.snapshot_state()
-        return {self.ITEMS: items} if items else {}
+        if items:
+            state[self.ITEMS] = items
+        return state
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         notify = getattr(self.writer, "notify_checkpoint_complete", None)

@@ -172,13 +172,16 @@ class SourceReaderOperator(SourceOperator):
         return self.reader
 
     def restore_operator_state(self, state: dict[str, list]) -> None:
+        super().restore_operator_state(state)
         self._reader().restore_state(list(state.get(self.SPLITS, [])))
 
     def open(self) -> None:
         self._reader().open(self.runtime_context)
 
     def snapshot_operator_state(self) -> dict[str, list]:
-        return {self.SPLITS: list(self.reader.snapshot_state())}
+        state = super().snapshot_operator_state()
+        state[self.SPLITS] = list(self.reader.snapshot_state())
+        return state
 
     def poll(self, max_records: int) -> list | None:
         return self.reader.poll(max_records)

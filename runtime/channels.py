@@ -21,6 +21,7 @@ from typing import Callable
 
 import pyarrow as pa
 
+from runtime.acceptor import Acceptor
 from runtime.codec import END_OF_INPUT, Event, RecordCodec, event_from_metadata
 
 __all__ = [
@@ -187,40 +188,19 @@ class DataServer:
         self.attempt = attempt
         self.route = route
         self.on_error = on_error
-        self.listener = socket.create_server((host, 0), backlog=128)
-        self.listener.settimeout(0.2)  # accept() is not woken by close(): poll the closed flag instead
-        self.address = (host, self.listener.getsockname()[1])
-        self._connections: list[socket.socket] = []
-        self._threads: list[threading.Thread] = []
-        self._closed = False
-        self._lock = threading.Lock()
-        self._acceptor = threading.Thread(target=self._accept_loop, name="chandy-accept", daemon=True)
+        self._acceptor = Acceptor(host, self._read_loop, "chandy-read")
+        self.address = self._acceptor.address
+
+    @property
+    def _closed(self) -> bool:
+        return self._acceptor.closed
 
     def start(self) -> None:
         self._acceptor.start()
 
-    def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                sock, _ = self.listener.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            sock.settimeout(None)
-            with self._lock:
-                if self._closed:
-                    sock.close()
-                    return
-                self._connections.append(sock)
-                thread = threading.Thread(target=self._read_loop, args=(sock,), name="chandy-read", daemon=True)
-                self._threads.append(thread)
-            thread.start()
-
     def _read_loop(self, sock: socket.socket) -> None:
         producer = "?"
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             file = sock.makefile("rb", buffering=1 << 16)
             header = file.read(_HEADER.size)
             if len(header) < _HEADER.size:
@@ -253,21 +233,7 @@ class DataServer:
                 pass
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            connections = list(self._connections)
-        try:
-            self.listener.close()
-        except OSError:
-            pass
-        for sock in connections:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+        self._acceptor.close()
 
     def join(self, timeout: float) -> None:
         self._acceptor.join(timeout)
-        for thread in list(self._threads):
-            thread.join(timeout)

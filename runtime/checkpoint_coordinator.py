@@ -175,6 +175,18 @@ class CheckpointCoordinator:
         except Exception:  # cleanup is best effort; the next commit tries again
             log.warning("could not delete old checkpoints", exc_info=True)
 
+    def finish(self) -> None:
+        """The job ended: remove directories of checkpoints that never completed (tasks wrote them late)."""
+        for checkpoint_id in list(self.pending):
+            self._abort(checkpoint_id, "the job finished", count_failure=False)
+        try:
+            completed = {m["checkpoint_id"] for m in self.storage.completed()}
+            for checkpoint_id in self.storage.checkpoint_ids():
+                if checkpoint_id not in completed and checkpoint_id >= min(self.completed_ids or [checkpoint_id]):
+                    self.storage.delete_checkpoint(checkpoint_id)
+        except Exception:  # best effort: an incomplete directory is never restored anyway
+            log.debug("could not clean up incomplete checkpoints", exc_info=True)
+
     def _abort(self, checkpoint_id: int, reason: str, count_failure: bool = True) -> JobFailedError | None:
         if self.pending.pop(checkpoint_id, None) is None:
             return None

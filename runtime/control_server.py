@@ -14,6 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from runtime.acceptor import Acceptor
 from runtime.messages import Addresses, Message, Register, TaskFinished
 from runtime.wire import ConnectionClosed, MessageSocket
 
@@ -35,33 +36,20 @@ class ControlServer:
         self.attempt = attempt
         self.slots = slots
         self.events = events
-        self.listener = socket.create_server((host, 0), backlog=max(16, slots * 2))
-        self.listener.settimeout(0.2)
-        self.address = (host, self.listener.getsockname()[1])
         self.registrations: dict[int, Register] = {}
         self._sockets: dict[int, MessageSocket] = {}
         self._finished: set[int] = set()
         self._lock = threading.Lock()
-        self._closed = False
-        self._threads: list[threading.Thread] = []
-        self._acceptor = threading.Thread(target=self._accept_loop, name="chandy-control-accept", daemon=True)
+        self._acceptor = Acceptor(host, self._serve, "chandy-control-conn", backlog=max(16, slots * 2))
+        self.address = self._acceptor.address
         self._acceptor.start()
 
-    def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                sock, _ = self.listener.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            sock.settimeout(None)
-            thread = threading.Thread(target=self._serve, args=(MessageSocket(sock),), daemon=True,
-                                      name="chandy-control-conn")
-            self._threads.append(thread)
-            thread.start()
+    @property
+    def _closed(self) -> bool:
+        return self._acceptor.closed
 
-    def _serve(self, conn: MessageSocket) -> None:
+    def _serve(self, sock: socket.socket) -> None:
+        conn = MessageSocket(sock)
         slot = None
         try:
             while True:
@@ -103,9 +91,9 @@ class ControlServer:
     def wait_until_all_disconnected(self, timeout: float) -> bool:
         """Wait for every task's connection to close: tasks close it last, after all their other sockets."""
         deadline = time.monotonic() + timeout
-        for thread in list(self._threads):
+        for thread in list(self._acceptor.threads):
             thread.join(max(0.0, deadline - time.monotonic()))
-        return not any(t.is_alive() for t in self._threads)
+        return not any(t.is_alive() for t in self._acceptor.threads)
 
     def broadcast(self, message: Message) -> None:
         with self._lock:
@@ -117,13 +105,4 @@ class ControlServer:
                 pass  # that task is gone already; its loss is reported by its serving thread
 
     def close(self) -> None:
-        self._closed = True
-        try:
-            self.listener.close()
-        except OSError:
-            pass
-        with self._lock:
-            sockets = list(self._sockets.values())
-        for conn in sockets:
-            conn.close()
-        self._acceptor.join(2)
+        self._acceptor.close()

@@ -256,6 +256,9 @@ class JobRun:
         collect_sinks = {sink.name: uid for uid, sink in self.sinks.items() if isinstance(sink, CollectSink)}
         self.status = JobStatus.FINISHED
         runtime_ms = int((time.monotonic() - self._started) * 1000)
-        checkpoints = list(self.coordinator.stats) if self.coordinator else []
+        checkpoints = []
+        if self.coordinator is not None:
+            self.coordinator.finish()
+            checkpoints = list(self.coordinator.stats)
         return JobResult(self.job_id, self.graph.job_name, runtime_ms, results, collect_sinks,
                          checkpoints=checkpoints, restarts=self.restarts, restored_from=list(self.restored_from))

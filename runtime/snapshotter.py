@@ -66,8 +66,9 @@ class Snapshotter:
             try:
                 self.send(self._store(snapshot))
             except Exception as exc:  # a failed upload declines this checkpoint; the job decides what next
-                log.exception("checkpoint %d of task %d.%d failed", snapshot.checkpoint_id, snapshot.chain,
-                              snapshot.subtask)
+                # Often benign: the coordinator aborted this checkpoint and removed its directory meanwhile.
+                log.warning("checkpoint %d of task %d.%d not stored: %s: %s", snapshot.checkpoint_id,
+                            snapshot.chain, snapshot.subtask, type(exc).__name__, exc)
                 try:
                     self.send(DeclineCheckpoint(self.attempt, snapshot.checkpoint_id, snapshot.chain,
                                                 snapshot.subtask, f"{type(exc).__name__}: {exc}"))

@@ -50,7 +50,7 @@ def expected_running_counts(n, keys):
     return sorted((k, i) for k, c in per_key.items() for i in range(1, c + 1))
 
 
-def build(env, tmp_path, parallelism, how, seed, mode=CheckpointingMode.EXACTLY_ONCE):
+def build(env, tmp_path, parallelism, how, seed, mode=CheckpointingMode.EXACTLY_ONCE, tail=None):
     share = random.Random(seed).uniform(0.2, 0.8)
     env.set_parallelism(parallelism)
     env.enable_checkpointing(100, mode)
@@ -58,11 +58,13 @@ def build(env, tmp_path, parallelism, how, seed, mode=CheckpointingMode.EXACTLY_
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 0))
     sink = CollectSink("counts")
     rate = N / parallelism / 1.5  # records/s per source subtask: the job lasts about 1.5 s, many checkpoints
-    (env.from_source(SequenceSource(0, N - 1, records_per_second=rate), "numbers").uid("numbers")
-        .map(lambda x: x % KEYS).uid("modulo")
-        .key_by(lambda k: k).process(CountPerKey()).uid("count")
-        .map(FailOnceAfterCheckpoint(share, how, N // parallelism)).uid("fail-once")
-        .sink_to(sink).uid("sink"))
+    stream = (env.from_source(SequenceSource(0, N - 1, records_per_second=rate), "numbers").uid("numbers")
+              .map(lambda x: x % KEYS).uid("modulo")
+              .key_by(lambda k: k).process(CountPerKey()).uid("count")
+              .map(FailOnceAfterCheckpoint(share, how, N // parallelism)).uid("fail-once"))
+    if tail is not None:
+        stream = tail(stream)
+    stream.sink_to(sink).uid("sink")
     return sink
 
 
@@ -96,3 +98,30 @@ def test_without_restarts_left_the_failure_reaches_the_user(env, tmp_path):
     env.set_restart_strategy(RestartStrategies.no_restart())
     with pytest.raises(JobFailedError, match="injected failure"):
         env.execute("no-restart")
+
+
+class CountInOperatorState(MapFunction):
+    """Counts its records in non-keyed operator list state and tags each record with the running count."""
+
+    def open(self, runtime_context):
+        from operators import ListStateDescriptor
+
+        self.counter = runtime_context.get_operator_list_state(ListStateDescriptor("seen"))
+        self.subtask = runtime_context.get_index_of_this_subtask()
+
+    def map(self, value):
+        seen = sum(self.counter.get()) + 1
+        self.counter.update([seen])
+        return self.subtask, seen
+
+
+def test_operator_list_state_is_exactly_once_too(env, tmp_path):
+    sink = build(env, tmp_path, 2, "exception", random.randrange(1 << 30),
+                 tail=lambda stream: stream.map(CountInOperatorState()).uid("tagger"))
+    result = env.execute("operator-state")
+    assert result.restarts == 1
+    finals = {}
+    for subtask, seen in result.collected(sink):
+        finals[subtask] = max(finals.get(subtask, 0), seen)
+    assert sum(finals.values()) == N
+    assert sorted(result.collected(sink)) == sorted((s, i) for s, c in finals.items() for i in range(1, c + 1))

@@ -169,3 +169,16 @@ def test_a_module_missing_on_the_executors_is_named_with_the_fix(env, tmp_path, 
     env.from_sequence(0, 10).map(driver_only_helpers.double).sink_to(CollectSink())
     with pytest.raises(JobFailedError, match="No module named 'driver_only_helpers'.*--py-files"):
         env.execute("missing-module")
+
+
+def test_unreachable_checkpoint_storage_fails_at_start(env, spark, tmp_path):
+    from runtime.errors import StorageUnreachableError
+
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    env.enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(blocker / "checkpoints"))
+    env.from_sequence(0, 10).sink_to(CollectSink())
+    with pytest.raises(StorageUnreachableError, match="not-a-directory/checkpoints"):
+        env.execute("unreachable")
+    assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
