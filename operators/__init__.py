@@ -1,5 +1,7 @@
 """User functions, built-in operators, sources and sinks."""
 
+from operators.file_sink import FileSink
+from operators.file_source import FileSource, MalformedRecordError
 from operators.functions import (
     FilterFunction,
     FlatMapFunction,
@@ -13,6 +15,7 @@ from operators.functions import (
 )
 from operators.sinks import CollectSink, DiscardingSink, PrintSink, Sink, SinkWriter
 from operators.sources import CollectionSource, SequenceSource, Source, SourceReader
+from operators.two_phase_commit import IdempotentSink, TransactionContext, TwoPhaseCommitSink
 from state_backends.descriptors import (
     AggregateFunction,
     AggregatingStateDescriptor,
@@ -41,6 +44,12 @@ __all__ = [
     "CollectSink",
     "DiscardingSink",
     "PrintSink",
+    "FileSource",
+    "FileSink",
+    "MalformedRecordError",
+    "TwoPhaseCommitSink",
+    "TransactionContext",
+    "IdempotentSink",
     "AggregateFunction",
     "ValueStateDescriptor",
     "ListStateDescriptor",

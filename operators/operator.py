@@ -48,10 +48,11 @@ class StreamOperator:
         """End of input: records still to emit (none for most operators)."""
         return []
 
-    def snapshot_operator_state(self) -> dict[str, list]:
+    def snapshot_operator_state(self, checkpoint_id: int) -> dict[str, list]:
         """Non-keyed list state at a barrier, by name (synchronous part: return copies, not live lists).
 
-        On a restore at another parallelism, each list is split round-robin over the new subtasks.
+        On a restore at another parallelism, each list is split round-robin over the new subtasks; a list
+        whose name starts with ``union:`` goes whole to every subtask (Flink's union list state).
         Subclasses add their own lists to this one's (the user function's operator list states).
         """
         prefix = self.USER_STATE_PREFIX

@@ -33,12 +33,14 @@ class SinkWriter:
         """What the driver receives from this subtask when the job ends."""
         return None
 
-    def snapshot_state(self) -> list:
-        """List state at a checkpoint (e.g. transactions awaiting commit); dealt round-robin on restore."""
+    def snapshot_state(self, checkpoint_id: int) -> list | dict:
+        """State at barrier ``checkpoint_id``, called on the task thread between two writes: a list (dealt
+        round-robin on restore), or a dict of named lists where names starting ``union:`` go whole to
+        every subtask."""
         return []
 
-    def restore_state(self, items: list) -> None:
-        """Resume with this subtask's share of a checkpoint's list state; called before open."""
+    def restore_state(self, items: list | dict) -> None:
+        """Resume with this subtask's share of what ``snapshot_state`` returned; called before open."""
 
 
 class Sink:
@@ -62,7 +64,7 @@ class _CollectWriter(SinkWriter):
     def result(self) -> Any:
         return self.records
 
-    def snapshot_state(self) -> list:
+    def snapshot_state(self, checkpoint_id: int) -> list:
         return list(self.records)
 
     def restore_state(self, items: list) -> None:
@@ -153,15 +155,21 @@ class SinkWriterOperator(SinkOperator):
 
     def restore_operator_state(self, state: dict[str, list]) -> None:
         super().restore_operator_state(state)
-        self._writer().restore_state(list(state.get(self.ITEMS, [])))
+        own = {name: items for name, items in state.items() if not name.startswith(self.USER_STATE_PREFIX)}
+        if set(own) <= {self.ITEMS}:
+            self._writer().restore_state(list(own.get(self.ITEMS, [])))
+        else:  # a writer that keeps named lists (see SinkWriter.snapshot_state)
+            self._writer().restore_state(own)
 
     def open(self) -> None:
         self._writer().open(self.runtime_context)
 
-    def snapshot_operator_state(self) -> dict[str, list]:
-        state = super().snapshot_operator_state()
-        items = self.writer.snapshot_state()
-        if items:
+    def snapshot_operator_state(self, checkpoint_id: int) -> dict[str, list]:
+        state = super().snapshot_operator_state(checkpoint_id)
+        items = self.writer.snapshot_state(checkpoint_id)
+        if isinstance(items, dict):
+            state.update(items)
+        elif items:
             state[self.ITEMS] = items
         return state
 

@@ -19,7 +19,14 @@ __all__ = ["Source", "SourceReader", "SequenceSource", "CollectionSource", "Sour
 
 
 class SourceReader:
-    """Reads one subtask's share of a source."""
+    """Reads one subtask's share of a source.
+
+    ``union_state = True``: after a restore every reader receives the split states of all readers and keeps
+    those it owns (for sources that assign splits by a rule, like FileSource); otherwise the split states
+    are dealt round-robin.
+    """
+
+    union_state = False
 
     def open(self, runtime_context) -> None:
         """Called once before the first poll."""
@@ -165,6 +172,10 @@ class SourceReaderOperator(SourceOperator):
         self.reader: SourceReader | None = None
 
     SPLITS = "splits"
+    UNION_SPLITS = "union:splits"
+
+    def _state_name(self) -> str:
+        return self.UNION_SPLITS if getattr(self._reader(), "union_state", False) else self.SPLITS
 
     def _reader(self) -> SourceReader:
         if self.reader is None:
@@ -173,14 +184,14 @@ class SourceReaderOperator(SourceOperator):
 
     def restore_operator_state(self, state: dict[str, list]) -> None:
         super().restore_operator_state(state)
-        self._reader().restore_state(list(state.get(self.SPLITS, [])))
+        self._reader().restore_state(list(state.get(self._state_name(), [])))
 
     def open(self) -> None:
         self._reader().open(self.runtime_context)
 
-    def snapshot_operator_state(self) -> dict[str, list]:
-        state = super().snapshot_operator_state()
-        state[self.SPLITS] = list(self.reader.snapshot_state())
+    def snapshot_operator_state(self, checkpoint_id: int) -> dict[str, list]:
+        state = super().snapshot_operator_state(checkpoint_id)
+        state[self._state_name()] = list(self.reader.snapshot_state())
         return state
 
     def poll(self, max_records: int) -> list | None:

@@ -34,6 +34,7 @@ class CheckpointConfig:
         self.interval_ms: float | None = None
         self.mode = CheckpointingMode.EXACTLY_ONCE
         self.storage = "file://" + os.path.abspath("chandy-checkpoints")
+        self.filesystem = None
         self.timeout_ms: float = 10 * 60 * 1000
         self.min_pause_ms: float = 0
         self.max_concurrent = 1
@@ -59,11 +60,16 @@ class CheckpointConfig:
     def get_checkpointing_mode(self) -> CheckpointingMode:
         return self.mode
 
-    def set_checkpoint_storage(self, url: str) -> "CheckpointConfig":
-        """Where checkpoints go: any fsspec URL (``file:///...``, ``s3://...``, ``memory://`` in one process)."""
+    def set_checkpoint_storage(self, url: str, filesystem=None) -> "CheckpointConfig":
+        """Where checkpoints go: any fsspec URL (``file:///...``, ``s3://...``, ``memory://`` in one process).
+
+        ``filesystem``: an fsspec filesystem instance to use for it (credentials, custom options); it is
+        pickled to the executors.
+        """
         if not isinstance(url, str) or not url:
             raise ValueError(f"checkpoint storage must be a URL or path, got {url!r}")
         self.storage = url if "://" in url else "file://" + os.path.abspath(url)
+        self.filesystem = filesystem
         return self
 
     set_checkpoint_storage_dir = set_checkpoint_storage

@@ -163,7 +163,7 @@ class StreamExecutionEnvironment:
         spark = self._spark or obtain_spark_session(graph.slots)
         if restore_from is None:
             restore_from = spark.conf.get(RESTORE_CONF, None)
-        storage = CheckpointStorage(config.get_checkpoint_storage(), job_name)
+        storage = CheckpointStorage(config.get_checkpoint_storage(), job_name, config.filesystem)
         if config.is_checkpointing_enabled():
             storage.check_writable()
         restore = resolve_restore(storage, restore_from) if restore_from not in (None, "") else None
@@ -184,6 +184,11 @@ class StreamExecutionEnvironment:
         require_slots(spark, graph.slots)
         sinks = {node.uid: node.operator.sink for node in graph.operators
                  if isinstance(node.operator, SinkWriterOperator)}
+        for node in graph.operators:  # sources and sinks check their paths now, not an hour into the job
+            validate = getattr(getattr(node.operator, "sink", None) or getattr(node.operator, "source", None),
+                               "validate", None)
+            if callable(validate):
+                validate()
         names = [s.name for s in sinks.values() if isinstance(s, CollectSink)]
         if len(names) != len(set(names)):
             raise JobGraphError(f"Two CollectSinks share a name ({sorted(n for n in names if names.count(n) > 1)}): "

@@ -4,7 +4,8 @@ The driver plans (:func:`plan_restore`): for every operator subtask of the new j
 read and which key groups of them. Each task then reads its own share (:func:`restore_operator`) before
 its operators open. Keyed state moves by key group: a subtask reads exactly the key groups the
 key-group formula assigns it. Operator list state is dealt round-robin: the lists of all old subtasks,
-concatenated in subtask order, item ``j`` going to new subtask ``j % parallelism`` (Flink's even split).
+concatenated in subtask order, item ``j`` going to new subtask ``j % parallelism`` (Flink's even split);
+lists named ``union:...`` go whole to every subtask (Flink's union redistribution).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from runtime.graph import JobGraph
 from runtime.key_groups import key_group_range
 from state_backends.storage import OPERATOR_STATE_GROUP
 
-__all__ = ["RestoreSpec", "plan_restore", "restore_operator", "check_compatible"]
+__all__ = ["RestoreSpec", "plan_restore", "restore_operator", "check_compatible", "UNION_PREFIX"]
+
+UNION_PREFIX = "union:"  # operator list state every subtask receives whole (each keeps what it owns)
 
 
 @dataclass(frozen=True)
@@ -82,5 +85,6 @@ def restore_operator(storage, spec: RestoreSpec, operator, backend, subtask: int
             for _, payload in storage.read_state_rows(spec.checkpoint_id, file, {OPERATOR_STATE_GROUP}):
                 for name, items in pickle.loads(payload).items():
                     combined.setdefault(name, []).extend(items)
-        share = {name: items[subtask::parallelism] for name, items in combined.items()}
+        share = {name: items if name.startswith(UNION_PREFIX) else items[subtask::parallelism]
+                 for name, items in combined.items()}
         operator.restore_operator_state(share)

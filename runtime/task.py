@@ -132,6 +132,10 @@ class SubtaskRunner:
                 except Exception:  # close errors must not hide the error that ended the task
                     log.exception("close() of operator %s failed", operator.name)
 
+    # A source iteration (poll + the chained operators) should take about this long at most: checkpoint
+    # triggers and notifications are handled between iterations, so it bounds their delay.
+    SOURCE_ITERATION_S = 0.02
+
     def _run_source(self) -> None:
         source = self.operators[0]
         stopped = self.slot.stopped
@@ -139,17 +143,25 @@ class SubtaskRunner:
         timeout = self.buffer_timeout
         next_flush = time.monotonic() + timeout
         triggers, notifications = self.triggers, self.notifications
+        poll_size = min(self.batch_size, 64)  # grows to batch_size within a few iterations if the chain is fast
         while not stopped.is_set():
             if triggers:
                 self._checkpoint(triggers.popleft(), 0.0)
             if notifications:
                 self._notify(notifications.popleft())
-            batch = self._call(source, "poll", self.batch_size)
+            started = time.monotonic()
+            batch = self._call(source, "poll", poll_size)
             if batch is None:
                 return
             if batch:
                 self._push(batch, 1)
             now = time.monotonic()
+            if batch:  # adapt the poll size to the chain's speed: slow operators get small batches
+                elapsed = now - started
+                if elapsed > self.SOURCE_ITERATION_S and poll_size > 1:
+                    poll_size = max(1, int(poll_size * self.SOURCE_ITERATION_S / elapsed))
+                elif elapsed < self.SOURCE_ITERATION_S / 4 and poll_size < self.batch_size and len(batch) == poll_size:
+                    poll_size = min(self.batch_size, poll_size * 2)
             if now >= next_flush:
                 writer.flush()
                 next_flush = now + timeout
@@ -200,8 +212,8 @@ class SubtaskRunner:
         snapshots = []
         for node, operator, backend in zip(self.chain.operators, self.operators, self.backends):
             keyed = backend.snapshot() if backend is not None else None
-            state = self._call(operator, "snapshot_operator_state")
-            offsets = repr(state.get("splits")) if node.is_source else None
+            state = self._call(operator, "snapshot_operator_state", checkpoint_id)
+            offsets = repr(state.get("splits", state.get("union:splits"))) if node.is_source else None
             snapshots.append(OperatorSnapshot(node.uid, keyed, state, offsets))
         sync_ms = (time.monotonic() - started) * 1000.0
         self.writer.broadcast_event(CheckpointBarrier(checkpoint_id))

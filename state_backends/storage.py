@@ -53,10 +53,12 @@ def job_directory_name(job_name: str) -> str:
 class CheckpointStorage:
     """Checkpoints of one job under ``url``; picklable, so executors write their state files themselves."""
 
-    def __init__(self, url: str, job_name: str):
+    def __init__(self, url: str, job_name: str, filesystem=None):
         self.url = url
         self.job_name = job_name
         self.fs, root = fsspec.core.url_to_fs(url)
+        if filesystem is not None:  # an fsspec filesystem object given directly (custom or instrumented)
+            self.fs = filesystem
         self.job_dir = posixpath.join(root.rstrip("/"), job_directory_name(job_name))
 
     @classmethod

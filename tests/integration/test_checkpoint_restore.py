@@ -84,7 +84,8 @@ N, KEYS = 60_000, 97
 
 def rescalable_job(env, url, parallelism, rate, marker=None):
     env.set_parallelism(parallelism).enable_checkpointing(100)
-    env.get_checkpoint_config().set_checkpoint_storage(url)
+    # the tests restore the first run's checkpoints after other runs added theirs: retention must not delete them
+    env.get_checkpoint_config().set_checkpoint_storage(url).set_max_retained_checkpoints(1000)
     sink = CollectSink("counts")
     stream = env.from_source(SequenceSource(0, N - 1, records_per_second=rate), "numbers").uid("numbers") \
         .map(lambda x: x % KEYS).uid("modulo")

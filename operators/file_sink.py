@@ -1,0 +1,212 @@
+"""``FileSink``: exactly-once files on any fsspec filesystem, by two-phase commit.
+
+Layout under ``path``::
+
+    _inprogress/part-<run>-<subtask>-<seq>-<n>.<ext>   being written, or pre-committed (invisible)
+    part-<run>-<subtask>-<seq>-<n>.<ext>               committed
+    _committed/part-...                                commit markers (object stores only)
+
+A transaction is one subtask's output between two checkpoints, in one or more part files (rolled by size
+and time). Commit renames each part into place: atomic on local disks. Object stores have no atomic
+rename, so there a part counts as committed once its marker exists (write-then-marker); use
+:meth:`FileSink.committed_files` to list what is committed. Readers such as Spark skip ``_``-prefixed
+paths, so in-progress files are never read as output.
+
+Restoring a checkpoint (even an older one) first commits what it had pending, then deletes every file of
+this run written after it, committed or not: the replay writes them again, so output stays exactly-once.
+
+>>> sink = FileSink("out/", format="jsonl")
+>>> sink.name
+'FileSink(out/)'
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import posixpath
+import re
+import time
+from dataclasses import dataclass, field
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from operators.two_phase_commit import RecoveredState, TransactionContext, TwoPhaseCommitSink
+from runtime.errors import StorageUnreachableError
+
+__all__ = ["FileSink", "FileTransaction"]
+
+INPROGRESS = "_inprogress"
+MARKERS = "_committed"
+_EXTENSIONS = {"jsonl": "jsonl", "csv": "csv", "text": "txt"}
+_PART = re.compile(r"^part-(?P<run>[0-9a-f]+)-(?P<subtask>\d+)-(?P<seq>\d+)-(?P<n>\d+)\.")
+
+
+@dataclass
+class FileTransaction:
+    """One subtask's files between two checkpoints (picklable: it is checkpointed)."""
+
+    run_id: str
+    subtask: int
+    sequence: int
+    parts: list[str] = field(default_factory=list)  # file names, relative to the sink's path
+
+
+class FileSink(TwoPhaseCommitSink):
+    """Writes records to part files under ``path`` (any fsspec URL or local path), exactly once.
+
+    ``format``: ``"jsonl"`` (one JSON value per line), ``"csv"`` (records are tuples/lists), ``"text"``
+    (``str(record)`` per line). Parts roll at ``max_part_bytes`` and after ``rollover_interval_ms``.
+    """
+
+    def __init__(self, path: str, format: str = "jsonl", max_part_bytes: int = 128 << 20,
+                 rollover_interval_ms: float | None = None):
+        if format not in _EXTENSIONS:
+            raise ValueError(f"FileSink format must be one of {sorted(_EXTENSIONS)}, got {format!r}")
+        self.url = path if "://" in path else "file://" + os.path.abspath(path)
+        self.name = f"FileSink({path})"
+        self.format = format
+        self.max_part_bytes = max_part_bytes
+        self.rollover_interval_ms = rollover_interval_ms
+        self._fs = None
+        self._open: dict = {}  # (subtask, sequence) -> (file object, bytes written, opened at); executor only
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_fs"] = None
+        state["_open"] = {}
+        return state
+
+    def _connect(self) -> None:
+        if self._fs is None:  # filesystems are made where they are used: they do not travel pickled
+            self._fs, self._root = fsspec.core.url_to_fs(self.url)
+
+    @property
+    def fs(self):
+        self._connect()
+        return self._fs
+
+    @property
+    def root(self) -> str:
+        self._connect()
+        return self._root
+
+    def _path(self, *names: str) -> str:
+        return posixpath.join(self.root, *names)
+
+    def validate(self) -> None:
+        """Driver, before launch: the output directory must be creatable and writable."""
+        super().validate()
+        probe = self._path(INPROGRESS, ".probe")
+        try:
+            self.fs.makedirs(self._path(INPROGRESS), exist_ok=True)
+            with self.fs.open(probe, "wb") as f:
+                f.write(b"ok")
+            self.fs.rm(probe)
+        except Exception as exc:  # unusable output: say so before the job runs for an hour
+            raise StorageUnreachableError(self.url, exc) from exc
+
+    # -- transactions ----------------------------------------------------------------------------------
+
+    def begin_transaction(self, context: TransactionContext) -> FileTransaction:
+        return FileTransaction(context.run_id, context.subtask, context.sequence)
+
+    def _roll(self, transaction: FileTransaction):
+        self._close_part(transaction)
+        name = (f"part-{transaction.run_id}-{transaction.subtask}-{transaction.sequence}-"
+                f"{len(transaction.parts)}.{_EXTENSIONS[self.format]}")
+        self.fs.makedirs(self._path(INPROGRESS), exist_ok=True)
+        handle = self.fs.open(self._path(INPROGRESS, name), "wb")
+        transaction.parts.append(name)
+        self._open[(transaction.subtask, transaction.sequence)] = [handle, 0, time.monotonic()]
+        return self._open[(transaction.subtask, transaction.sequence)]
+
+    def _close_part(self, transaction: FileTransaction) -> None:
+        entry = self._open.pop((transaction.subtask, transaction.sequence), None)
+        if entry is not None:
+            entry[0].close()
+
+    def _encode(self, records: list) -> bytes:
+        if self.format == "jsonl":
+            return "".join(json.dumps(r, default=str) + "\n" for r in records).encode()
+        if self.format == "csv":
+            buffer = io.StringIO()
+            csv.writer(buffer).writerows(r if isinstance(r, (list, tuple)) else [r] for r in records)
+            return buffer.getvalue().encode()
+        return "".join(f"{r}\n" for r in records).encode()
+
+    def write(self, transaction: FileTransaction, records: list) -> None:
+        entry = self._open.get((transaction.subtask, transaction.sequence))
+        if entry is None or entry[1] >= self.max_part_bytes or (
+                self.rollover_interval_ms is not None
+                and (time.monotonic() - entry[2]) * 1000 >= self.rollover_interval_ms):
+            entry = self._roll(transaction)
+        data = self._encode(records)
+        entry[0].write(data)
+        entry[1] += len(data)
+
+    def pre_commit(self, transaction: FileTransaction) -> None:
+        self._close_part(transaction)  # closing flushes: the parts are durable, still invisible
+
+    def commit(self, transaction: FileTransaction) -> None:
+        local = isinstance(self.fs, LocalFileSystem)
+        for name in transaction.parts:
+            source, target = self._path(INPROGRESS, name), self._path(name)
+            if self.fs.exists(source):
+                self.fs.mv(source, target)
+            elif not self.fs.exists(target):
+                raise FileNotFoundError(f"FileSink cannot commit {name}: neither {source} nor {target} exists "
+                                        "(was the output directory changed while the job ran?)")
+            if not local:
+                with self.fs.open(self._path(MARKERS, name), "wb") as f:
+                    f.write(b"")
+
+    def abort(self, transaction: FileTransaction) -> None:
+        self._close_part(transaction)
+        for name in transaction.parts:
+            path = self._path(INPROGRESS, name)
+            if self.fs.exists(path):
+                self.fs.rm(path)
+
+    def recover(self, state: RecoveredState) -> None:
+        for transaction in state.pending:
+            self.commit(transaction)
+        committed_names = {n for t in state.pending for n in t.parts}
+        for directory in ("", INPROGRESS, MARKERS):
+            for path in self._list(self._path(directory) if directory else self.root):
+                match = _PART.match(posixpath.basename(path))
+                if not match or match.group("run") != state.run_id:
+                    continue
+                name = posixpath.basename(path)
+                subtask, sequence = int(match.group("subtask")), int(match.group("seq"))
+                after_checkpoint = sequence >= state.next_sequence.get(subtask, 0)
+                if directory == INPROGRESS or (after_checkpoint and name not in committed_names):
+                    self.fs.rm(path)
+
+    def _list(self, directory: str) -> list[str]:
+        try:
+            return [p for p in self.fs.ls(directory, detail=False) if not self.fs.isdir(p)]
+        except FileNotFoundError:
+            return []
+
+    # -- reading the output ----------------------------------------------------------------------------
+
+    def committed_files(self) -> list[str]:
+        """Paths of the committed part files, sorted."""
+        names = [posixpath.basename(p) for p in self._list(self.root) if _PART.match(posixpath.basename(p))]
+        if not isinstance(self.fs, LocalFileSystem):
+            marked = {posixpath.basename(p) for p in self._list(self._path(MARKERS))}
+            names = [n for n in names if n in marked]
+        return sorted(self._path(n) for n in names)
+
+    def read_committed(self) -> list:
+        """Every committed record (jsonl and text formats), for tests and small outputs."""
+        records = []
+        for path in self.committed_files():
+            with self.fs.open(path, "rb") as f:
+                for line in f.read().decode().splitlines():
+                    records.append(json.loads(line) if self.format == "jsonl" else line)
+        return records

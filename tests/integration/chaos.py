@@ -1,0 +1,95 @@
+"""Fault injection for chaos tests: each planned fault is a token file that one process consumes.
+
+``os.remove`` succeeds for exactly one caller, so a fault fires once however many subtasks and attempts
+reach its point. Everything here is picklable and importable on the executors (tests/ is on their path).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from fsspec.implementations.local import LocalFileSystem
+
+from operators import FileSink, MapFunction
+
+
+def plan(directory: str, *faults: str) -> str:
+    os.makedirs(directory, exist_ok=True)
+    for fault in faults:
+        open(os.path.join(directory, fault), "w").close()
+    return directory
+
+
+def consume(directory: str, fault: str) -> bool:
+    try:
+        os.remove(os.path.join(directory, fault))
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def remaining(directory: str) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+def fire(how: str, where: str) -> None:
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise RuntimeError(f"chaos: injected failure {where}")
+
+
+class ChaosMap(MapFunction):
+    """Passes records through; after ``after`` records and a completed checkpoint, fires a planned fault.
+    Also throttles (``pause_every`` records sleep 1 ms), so that the job lives through several checkpoints."""
+
+    def __init__(self, directory: str, fault: str, how: str, after: int, pause_every: int = 200):
+        self.directory, self.fault, self.how, self.after, self.pause_every = directory, fault, how, after, pause_every
+
+    def open(self, runtime_context):
+        self.seen = 0
+        self.checkpoints = 0
+
+    def notify_checkpoint_complete(self, checkpoint_id):
+        self.checkpoints += 1
+
+    def map(self, value):
+        self.seen += 1
+        if self.seen % self.pause_every == 0:
+            time.sleep(0.001)
+        if self.seen >= self.after and self.checkpoints and consume(self.directory, self.fault):
+            fire(self.how, f"after {self.seen} records")
+        return value
+
+
+class ChaosFileSink(FileSink):
+    """A FileSink that dies between pre-commit and commit when its fault is planned."""
+
+    def __init__(self, path: str, directory: str, **kwargs):
+        super().__init__(path, **kwargs)
+        self.directory = directory
+
+    def commit(self, transaction):
+        if consume(self.directory, "raise-before-commit"):
+            fire("raise", "between pre-commit and commit")
+        super().commit(transaction)
+
+
+class ChaosUploadFileSystem(LocalFileSystem):
+    """Checkpoint storage that SIGKILLs the writer halfway through a state file, when planned."""
+
+    chaos_directory = None  # set per test; travels with the pickled filesystem instance
+
+    def __init__(self, *args, chaos_directory=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.chaos_directory = chaos_directory
+
+    def _open(self, path, mode="rb", **kwargs):
+        handle = super()._open(path, mode, **kwargs)
+        if "w" in mode and path.endswith(".arrow") and self.chaos_directory \
+                and consume(self.chaos_directory, "kill-during-upload"):
+            handle.write(b"half a state file")
+            handle.flush()
+            fire("kill", "during a checkpoint upload")
+        return handle

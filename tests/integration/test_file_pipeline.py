@@ -1,0 +1,187 @@
+"""Exactly-once end to end: files in, keyed state, files out, through kills, restores and new files."""
+
+import collections
+import json
+import os
+import random
+import time
+
+import pytest
+
+from operators import FileSink, FileSource, MapFunction
+from runtime import JobFailedError, RestartStrategies, StreamExecutionEnvironment
+from runtime.errors import StorageUnreachableError
+from tests.integration import chaos
+from tests.integration.jobs import CountPerKey
+
+USERS = [f"user-{i}" for i in range(37)]
+
+
+def write_inputs(directory, files, lines, seed):
+    rng = random.Random(seed)
+    os.makedirs(directory, exist_ok=True)
+    everything = []
+    for f in range(files):
+        rows = [{"user": rng.choice(USERS), "amount": rng.randrange(100)} for _ in range(lines)]
+        with open(os.path.join(directory, f"events-{f:03d}.jsonl"), "w") as out:
+            out.writelines(json.dumps(r) + "\n" for r in rows)
+        everything.extend(rows)
+    return everything
+
+
+def expected_running_counts(rows):
+    counts = collections.Counter(r["user"] for r in rows)
+    return sorted([user, i] for user, c in counts.items() for i in range(1, c + 1))
+
+
+def file_job(env, source_dir, out_dir, chaos_dir=None, chaos_faults=(), continuous=False, seed=0):
+    rng = random.Random(seed)
+    stream = env.from_source(FileSource(source_dir, format="jsonl", continuous=continuous,
+                                        discovery_interval_ms=100), "events").uid("events")
+    if "kill-in-map" in chaos_faults:
+        stream = stream.map(chaos.ChaosMap(chaos_dir, "kill-in-map", "kill", rng.randrange(500, 3000))).uid("chaos-1")
+    else:
+        stream = stream.map(chaos.ChaosMap(chaos_dir or "/nonexistent", "-", "raise", 1 << 60)).uid("chaos-1")
+    keyed = stream.map(lambda r: r["user"]).uid("user").key_by(lambda u: u).process(CountPerKey()).uid("count")
+    if "raise-in-map" in chaos_faults:
+        keyed = keyed.map(chaos.ChaosMap(chaos_dir, "raise-in-map", "raise", rng.randrange(500, 3000))).uid("chaos-2")
+    else:
+        keyed = keyed.map(lambda x: x).uid("chaos-2")
+    sink = chaos.ChaosFileSink(out_dir, chaos_dir or "/nonexistent", format="jsonl", max_part_bytes=20_000)
+    keyed.sink_to(sink).uid("files-out")
+    return sink
+
+
+def assert_exactly_once(sink, rows):
+    assert sorted(sink.read_committed()) == expected_running_counts(rows)
+    assert not any("_inprogress" in path for path in sink.committed_files())
+    inprogress = os.path.join(sink.root, "_inprogress")
+    leftovers = [n for n in os.listdir(inprogress) if not n.startswith(".")] if os.path.isdir(inprogress) else []
+    assert leftovers == [], "no in-progress file may outlive the job"
+
+
+def test_chaos_file_pipeline_is_exactly_once(env, tmp_path):
+    seed = random.randrange(1 << 30)
+    rows = write_inputs(str(tmp_path / "in"), files=8, lines=2500, seed=seed)
+    faults = ("kill-in-map", "raise-in-map", "kill-during-upload", "raise-before-commit")
+    chaos_dir = chaos.plan(str(tmp_path / "chaos"), *faults)
+    env.set_parallelism(2).enable_checkpointing(150)
+    env.get_checkpoint_config().set_checkpoint_storage(
+        str(tmp_path / "ck"), filesystem=chaos.ChaosUploadFileSystem(chaos_directory=chaos_dir))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(len(faults) + 2, 0))
+    sink = file_job(env, str(tmp_path / "in"), str(tmp_path / "out"), chaos_dir, faults, seed=seed)
+    result = env.execute("chaos")
+    assert chaos.remaining(chaos_dir) == [], f"seed {seed}: every planned fault fired"
+    assert result.restarts >= 2, f"seed {seed}: faults in one attempt may share a restart, but several happened"
+    assert_exactly_once(sink, rows)
+
+
+class SignalCheckpoints(MapFunction):
+    def __init__(self, path, count):
+        self.path, self.count = path, count
+
+    def open(self, runtime_context):
+        self.completed = 0
+
+    def notify_checkpoint_complete(self, checkpoint_id):
+        self.completed += 1
+        if self.completed >= self.count:
+            open(self.path, "a").close()
+
+    def map(self, value):
+        time.sleep(0.001)  # about 6 s of input per subtask: the test cancels long before the end
+        return value
+
+
+def wait_for(predicate, timeout=120, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_restoring_an_older_checkpoint_than_the_latest_stays_exactly_once(spark, tmp_path):
+    rows = write_inputs(str(tmp_path / "in"), files=4, lines=3000, seed=7)
+    marker = str(tmp_path / "checkpointed")
+
+    def job():
+        env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(2)
+        env.enable_checkpointing(100)
+        env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck")).set_max_retained_checkpoints(10)
+        stream = env.from_source(FileSource(str(tmp_path / "in")), "events").uid("events") \
+            .map(SignalCheckpoints(marker, 4)).uid("throttle")
+        sink = FileSink(str(tmp_path / "out"), format="jsonl", max_part_bytes=10_000)
+        stream.map(lambda r: r["user"]).uid("user").key_by(lambda u: u).process(CountPerKey()).uid("count") \
+            .sink_to(sink).uid("files-out")
+        return env, sink
+
+    env, sink = job()
+    client = env.execute_async("older")
+    wait_for(lambda: os.path.exists(marker), what="four completed checkpoints")
+    client.cancel()
+    from state_backends.storage import CheckpointStorage
+
+    ids = CheckpointStorage("file://" + str(tmp_path / "ck"), "older").usable_ids()
+    assert len(ids) >= 3 and sink.read_committed(), "some output was committed before the cancel"
+    os.remove(marker)
+    env, sink = job()
+    result = env.execute("older", restore_from=ids[0])  # not the latest: later commits must be rolled back
+    assert result.restored_from == [ids[0]]
+    assert_exactly_once(sink, rows)
+
+
+def test_continuous_source_reads_files_added_while_running_exactly_once_across_a_restart(env, tmp_path):
+    source_dir = str(tmp_path / "in")
+    rows = write_inputs(source_dir, files=2, lines=1500, seed=11)
+    chaos_dir = chaos.plan(str(tmp_path / "chaos"), "raise-in-map")
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 0))
+    sink = file_job(env, source_dir, str(tmp_path / "out"), chaos_dir, ("raise-in-map",), continuous=True, seed=3)
+    client = env.execute_async("continuous")
+    wait_for(lambda: len(sink.read_committed()) > 0, what="first committed output")
+    rows += write_inputs(str(tmp_path / "more"), files=2, lines=1500, seed=12)
+    for name in sorted(os.listdir(tmp_path / "more")):  # appear atomically, under new names
+        os.rename(tmp_path / "more" / name, os.path.join(source_dir, "late-" + name))
+    wait_for(lambda: chaos.remaining(chaos_dir) == [], what="the injected failure")
+    rows += write_inputs(str(tmp_path / "last"), files=1, lines=1000, seed=13)
+    for name in sorted(os.listdir(tmp_path / "last")):
+        os.rename(tmp_path / "last" / name, os.path.join(source_dir, "last-" + name))
+    expected = expected_running_counts(rows)
+    wait_for(lambda: len(sink.read_committed()) >= len(expected), what="all records committed")
+    client.cancel()
+    assert sorted(sink.read_committed()) == expected
+
+
+def test_a_malformed_line_names_its_file_and_line(env, tmp_path):
+    source_dir = tmp_path / "in"
+    source_dir.mkdir()
+    (source_dir / "good.jsonl").write_text('{"user": "a"}\n' * 3)
+    (source_dir / "bad.jsonl").write_text('{"user": "a"}\n{"user": "b"}\n{"user": oops}\n')
+    env.set_parallelism(2)
+    sink = FileSink(str(tmp_path / "out"))
+    env.from_source(FileSource(str(source_dir)), "events").map(lambda r: r["user"]).sink_to(sink)
+    with pytest.raises(JobFailedError, match=r"bad\.jsonl, line 3: malformed jsonl"):
+        env.execute("malformed")
+
+
+def test_malformed_lines_can_be_skipped(env, tmp_path):
+    source_dir = tmp_path / "in"
+    source_dir.mkdir()
+    (source_dir / "mixed.jsonl").write_text('{"user": "a"}\nnot json\n{"user": "b"}\n')
+    sink = FileSink(str(tmp_path / "out"))
+    env.from_source(FileSource(str(source_dir), on_malformed="skip"), "events").map(lambda r: r["user"]) \
+        .sink_to(sink)
+    env.execute("skip")
+    assert sorted(sink.read_committed()) == ["a", "b"]
+
+
+def test_an_unreachable_output_path_fails_at_start(env, spark, tmp_path):
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "x.jsonl").write_text("1\n")
+    env.from_source(FileSource(str(tmp_path / "in")), "events").sink_to(FileSink(str(blocker / "out")))
+    with pytest.raises(StorageUnreachableError, match="plain-file/out"):
+        env.execute("unreachable-output")
+    assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
