@@ -7,6 +7,7 @@ from typing import Any, Callable, Iterable
 from operators.context import KeyedContext
 from operators.functions import ProcessFunction
 from operators.operator import OneInputOperator
+from runtime.side_outputs import OutputTag, SideOutputRecord
 
 __all__ = [
     "MapOperator",
@@ -16,6 +17,12 @@ __all__ = [
     "KeyedProcessOperator",
     "KeyedReduceOperator",
 ]
+
+
+def _tag_side_outputs(records: list, side_tags) -> list:
+    """``(OutputTag, value)`` pairs a process function yielded become side-output records."""
+    return [SideOutputRecord(r[0].tag_id, r[1]) if type(r) is tuple and len(r) == 2 and type(r[0]) is OutputTag
+            else r for r in records]
 
 
 def _check_iterable(result: Any, operator_name: str) -> Iterable:
@@ -73,7 +80,7 @@ class ProcessOperator(OneInputOperator):
             result = call(r, ctx)
             if result is not None:
                 extend(_check_iterable(result, self.name))
-        return out
+        return _tag_side_outputs(out, self.side_tags) if self.side_tags else out
 
 
 class KeyedProcessOperator(OneInputOperator):
@@ -102,7 +109,7 @@ class KeyedProcessOperator(OneInputOperator):
             result = call(r, ctx)
             if result is not None:
                 extend(_check_iterable(result, self.name))
-        return out
+        return _tag_side_outputs(out, self.side_tags) if self.side_tags else out
 
 
 class KeyedReduceOperator(OneInputOperator):

@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 
 import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from operators.two_phase_commit import RecoveredState, TransactionContext, TwoPhaseCommitSink
@@ -41,7 +43,7 @@ __all__ = ["FileSink", "FileTransaction"]
 
 INPROGRESS = "_inprogress"
 MARKERS = "_committed"
-_EXTENSIONS = {"jsonl": "jsonl", "csv": "csv", "text": "txt"}
+_EXTENSIONS = {"jsonl": "jsonl", "csv": "csv", "text": "txt", "parquet": "parquet"}
 _PART = re.compile(r"^part-(?P<run>[0-9a-f]+)-(?P<subtask>\d+)-(?P<seq>\d+)-(?P<n>\d+)\.")
 
 
@@ -59,7 +61,9 @@ class FileSink(TwoPhaseCommitSink):
     """Writes records to part files under ``path`` (any fsspec URL or local path), exactly once.
 
     ``format``: ``"jsonl"`` (one JSON value per line), ``"csv"`` (records are tuples/lists), ``"text"``
-    (``str(record)`` per line). Parts roll at ``max_part_bytes`` and after ``rollover_interval_ms``.
+    (``str(record)`` per line), ``"parquet"`` (records are dicts; a part is written when it closes, so its
+    rows are buffered in memory until the next checkpoint or roll). Parts roll at ``max_part_bytes`` (of
+    encoded data; for Parquet, of the rows' JSON size as an estimate) and after ``rollover_interval_ms``.
     """
 
     def __init__(self, path: str, format: str = "jsonl", max_part_bytes: int = 128 << 20,
@@ -119,7 +123,8 @@ class FileSink(TwoPhaseCommitSink):
         name = (f"part-{transaction.run_id}-{transaction.subtask}-{transaction.sequence}-"
                 f"{len(transaction.parts)}.{_EXTENSIONS[self.format]}")
         self.fs.makedirs(self._path(INPROGRESS), exist_ok=True)
-        handle = self.fs.open(self._path(INPROGRESS, name), "wb")
+        handle = _ParquetPart(self.fs, self._path(INPROGRESS, name)) if self.format == "parquet" else \
+            self.fs.open(self._path(INPROGRESS, name), "wb")
         transaction.parts.append(name)
         self._open[(transaction.subtask, transaction.sequence)] = [handle, 0, time.monotonic()]
         return self._open[(transaction.subtask, transaction.sequence)]
@@ -144,6 +149,10 @@ class FileSink(TwoPhaseCommitSink):
                 self.rollover_interval_ms is not None
                 and (time.monotonic() - entry[2]) * 1000 >= self.rollover_interval_ms):
             entry = self._roll(transaction)
+        if self.format == "parquet":
+            entry[0].rows.extend(records)
+            entry[1] += sum(len(json.dumps(r, default=str)) for r in records[:16]) * len(records) // min(16, len(records))
+            return
         data = self._encode(records)
         entry[0].write(data)
         entry[1] += len(data)
@@ -203,10 +212,27 @@ class FileSink(TwoPhaseCommitSink):
         return sorted(self._path(n) for n in names)
 
     def read_committed(self) -> list:
-        """Every committed record (jsonl and text formats), for tests and small outputs."""
+        """Every committed record (as rows for csv, dicts for parquet), for tests and small outputs."""
         records = []
         for path in self.committed_files():
             with self.fs.open(path, "rb") as f:
-                for line in f.read().decode().splitlines():
-                    records.append(json.loads(line) if self.format == "jsonl" else line)
+                if self.format == "parquet":
+                    records.extend(pq.read_table(f).to_pylist())
+                elif self.format == "csv":
+                    records.extend(csv.reader(io.StringIO(f.read().decode())))
+                else:
+                    for line in f.read().decode().splitlines():
+                        records.append(json.loads(line) if self.format == "jsonl" else line)
         return records
+
+
+class _ParquetPart:
+    """A Parquet part: rows are buffered and written as one table when the part closes."""
+
+    def __init__(self, fs, path: str):
+        self.fs, self.path, self.rows = fs, path, []
+
+    def close(self) -> None:
+        with self.fs.open(self.path, "wb") as f:
+            pq.write_table(pa.Table.from_pylist(self.rows), f)
+        self.rows = []

@@ -8,8 +8,10 @@ positions of the files it now owns, and files nobody knew yet are read from the 
 read exactly once across failures, restores and rescaling.
 
 Formats: ``"jsonl"`` (one JSON value per line), ``"csv"`` (a header line, then rows as dicts), ``"text"``
-(lines as strings). A malformed line fails the job with its file and line number, or with
-``on_malformed="skip"`` is counted and skipped.
+(lines as strings), ``"parquet"`` (rows as dicts; the position is the row number). A malformed line fails
+the job with its file and line number; with ``on_malformed="skip"`` it is counted and skipped; with
+``on_malformed=OutputTag(...)`` it goes, as a :class:`MalformedRecord`, to that side output
+(``stream.get_side_output(tag)``).
 
 >>> source = FileSource("data/*.jsonl", format="jsonl")
 >>> source.bounded
@@ -19,24 +21,39 @@ True
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import time
 
+from dataclasses import dataclass
+
 import fsspec
+import pyarrow.parquet as pq
 
 from operators.sources import Source, SourceReader
 from runtime.errors import ChandyError
+from runtime.side_outputs import OutputTag, SideOutputRecord
 from runtime.stable_hash import stable_hash
 
-__all__ = ["FileSource", "MalformedRecordError"]
+__all__ = ["FileSource", "MalformedRecord", "MalformedRecordError"]
 
 DONE = -1
-_FORMATS = ("jsonl", "csv", "text")
+_FORMATS = ("jsonl", "csv", "text", "parquet")
 
 
 class MalformedRecordError(ChandyError, ValueError):
     """A line of an input file cannot be parsed; the message names the file and the line."""
+
+
+@dataclass(frozen=True)
+class MalformedRecord:
+    """What a side output of malformed lines carries."""
+
+    path: str
+    line: int
+    text: str
+    error: str
 
 
 class FileSource(Source):
@@ -46,11 +63,12 @@ class FileSource(Source):
     """
 
     def __init__(self, path: str, format: str = "jsonl", continuous: bool = False,
-                 discovery_interval_ms: float = 1000, on_malformed: str = "fail"):
+                 discovery_interval_ms: float = 1000, on_malformed: "str | OutputTag" = "fail"):
         if format not in _FORMATS:
             raise ValueError(f"FileSource format must be one of {_FORMATS}, got {format!r}")
-        if on_malformed not in ("fail", "skip"):
-            raise ValueError(f"on_malformed must be 'fail' or 'skip', got {on_malformed!r}")
+        if not isinstance(on_malformed, OutputTag) and on_malformed not in ("fail", "skip"):
+            raise ValueError(f"on_malformed must be 'fail', 'skip' or an OutputTag, got {on_malformed!r}")
+        self.emits_side_outputs = isinstance(on_malformed, OutputTag)
         self.url = path if "://" in path else "file://" + os.path.abspath(path)
         self.format = format
         self.continuous = continuous
@@ -112,6 +130,8 @@ class _FileReader(SourceReader):
         for path in sorted(self.positions):
             offset, line = self.positions[path]
             if offset != DONE:
+                if self.source.format == "parquet":
+                    return [path, self._open_parquet(path, offset), None]
                 handle = self.fs.open(path, "rb")
                 header = None
                 if self.source.format == "csv":
@@ -125,6 +145,34 @@ class _FileReader(SourceReader):
                 return path, handle, header
         return None
 
+    def _poll_parquet(self, max_records: int) -> list:
+        path, reader, _ = self.current
+        row, _ = self.positions[path]
+        records: list = []
+        while len(records) < max_records:
+            try:
+                records.extend(next(reader).to_pylist())
+            except StopIteration:
+                self.current[1] = None
+                self.positions[path] = (DONE, row + len(records))
+                self.current = None
+                return records
+        self.positions[path] = (row + len(records), row + len(records))
+        return records
+
+    def _open_parquet(self, path: str, row: int):
+        handle = self.fs.open(path, "rb")
+        batches = pq.ParquetFile(handle).iter_batches(batch_size=256)
+        skip = row
+        pending = []
+        for batch in batches:  # resume at the checkpointed row
+            if skip >= batch.num_rows:
+                skip -= batch.num_rows
+                continue
+            pending.append(batch.slice(skip))
+            break
+        return itertools.chain(pending, batches)
+
     def poll(self, max_records: int) -> list | None:
         if self.current is None:
             self.current = self._next_file()
@@ -136,6 +184,8 @@ class _FileReader(SourceReader):
                 else:
                     time.sleep(0.005)
                 return []
+        if self.source.format == "parquet":
+            return self._poll_parquet(max_records)
         path, handle, header = self.current
         offset, line_number = self.positions[path]
         records = []
@@ -159,6 +209,10 @@ class _FileReader(SourceReader):
             except (ValueError, TypeError) as exc:
                 if self.source.on_malformed == "skip":
                     self.skipped += 1
+                    continue
+                if isinstance(self.source.on_malformed, OutputTag):
+                    records.append(SideOutputRecord(self.source.on_malformed.tag_id,
+                                                    MalformedRecord(path, line, text, str(exc))))
                     continue
                 raise MalformedRecordError(
                     f"{path}, line {line}: malformed {self.source.format} record ({exc}): {text[:200]!r}. Fix the "
@@ -185,6 +239,6 @@ class _FileReader(SourceReader):
         self.positions = {path: (offset, line) for path, offset, line in splits if self._owns(path)}
 
     def close(self) -> None:
-        if self.current is not None:
+        if self.current is not None and hasattr(self.current[1], "close"):
             self.current[1].close()
-            self.current = None
+        self.current = None

@@ -17,6 +17,8 @@ class StreamOperator:
     """An operator instance: built on the driver, shipped to the executors, one copy per subtask."""
 
     keyed = False
+    side_tags: frozenset = frozenset()  # side-output tags with consumers; set by the job graph
+    emits_side_outputs = False  # whether its output may hold SideOutputRecords (then it ends its chain)
 
     USER_STATE_PREFIX = "user:"
 

@@ -170,6 +170,7 @@ class SourceReaderOperator(SourceOperator):
         super().__init__(name, source)
         self.source = source
         self.reader: SourceReader | None = None
+        self.emits_side_outputs = getattr(source, "emits_side_outputs", False)
 
     SPLITS = "splits"
     UNION_SPLITS = "union:splits"

@@ -15,6 +15,7 @@ from runtime.errors import (
     UnpicklableFunctionError,
 )
 from runtime.result import JobClient, JobResult, JobStatus
+from runtime.side_outputs import OutputTag
 from runtime.types import Row, Types
 
 __version__ = "0.1.0"
@@ -31,6 +32,7 @@ __all__ = [
     "JobResult",
     "JobStatus",
     "Types",
+    "OutputTag",
     "Row",
     "ChandyError",
     "JobGraphError",

@@ -34,6 +34,7 @@ from operators.functions import (
 )
 from operators.sinks import CollectSink, PrintSink, Sink, SinkWriterOperator
 from runtime.graph import BROADCAST, FORWARD, REBALANCE, Partitioner, Transformation
+from runtime.side_outputs import OutputTag
 from runtime.types import TypeInformation
 
 __all__ = ["DataStream", "KeyedStream", "DataStreamSink", "CloseableIterator"]
@@ -150,6 +151,15 @@ class DataStream(_Named):
         """Send every record to every subtask of the next operator."""
         return self._repartition(BROADCAST, "Broadcast")
 
+    def get_side_output(self, output_tag: OutputTag) -> "DataStream":
+        """The records this operator emitted under ``output_tag`` (``yield output_tag, value`` in a process
+        function; ``FileSource(on_malformed=tag)`` for malformed lines)."""
+        if not isinstance(output_tag, OutputTag):
+            raise TypeError(f"get_side_output() expects an OutputTag, got {type(output_tag).__name__}")
+        t = Transformation("side", f"SideOutput: {output_tag.tag_id}", [self._transformation],
+                           output_type=output_tag.type_info, environment=self._env, side_tag=output_tag.tag_id)
+        return DataStream(self._env, t)
+
     def union(self, *streams: "DataStream") -> "DataStream":
         """Merge this stream with others of the same kind of record into one stream."""
         for s in streams:
@@ -177,7 +187,7 @@ class DataStream(_Named):
 
     def execute_and_collect(self, job_execution_name: str | None = None,
                             limit: int | None = None) -> "CloseableIterator":
-        """Run the job and iterate over this stream's records (a bounded job; at-least-once).
+        """Run the bounded job and iterate over this stream's records (collected by a CollectSink).
 
         >>> from runtime import StreamExecutionEnvironment
         >>> env = StreamExecutionEnvironment.get_execution_environment()

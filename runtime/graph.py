@@ -55,7 +55,7 @@ BROADCAST = Partitioner("broadcast")
 class Transformation:
     """One node the API declared. ``make_operator`` builds the operator on the driver at compile time."""
 
-    kind: str  # "source" | "operator" | "sink" | "partition" | "union"
+    kind: str  # "source" | "operator" | "sink" | "partition" | "union" | "side"
     name: str
     inputs: list["Transformation"] = field(default_factory=list)
     make_operator: Callable[[str], Any] | None = None
@@ -65,11 +65,12 @@ class Transformation:
     partitioner: Partitioner | None = None
     non_parallel: bool = False
     environment: Any = None
+    side_tag: str | None = None  # for "side": the OutputTag id selected from the input
     id: int = field(default_factory=lambda: next(_ids))
 
     @property
     def is_virtual(self) -> bool:
-        return self.kind in ("partition", "union")
+        return self.kind in ("partition", "union", "side")
 
 
 @dataclass(eq=False)
@@ -90,6 +91,7 @@ class _Edge:
     source: OperatorNode
     target: OperatorNode
     partitioner: Partitioner
+    side_tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ class ChainEdge:
     type_info: TypeInformation | None
     source_parallelism: int
     target_parallelism: int
+    side_tag: str | None = None  # this edge carries the producer's side output with this tag
 
     def targets_of(self, producer: int) -> range:
         """Consumer subtasks that producer subtask ``producer`` sends to."""
@@ -173,21 +176,23 @@ class JobGraph:
         return "\n".join(lines)
 
 
-def _resolve_inputs(t: Transformation) -> list[tuple[Transformation, Partitioner | None]]:
-    """Physical upstream nodes of ``t``, each with the partitioner a virtual node on the way set."""
-    resolved: list[tuple[Transformation, Partitioner | None]] = []
+def _resolve_inputs(t: Transformation) -> list[tuple[Transformation, Partitioner | None, str | None]]:
+    """Physical upstream nodes of ``t``, each with the partitioner and side-output tag virtual nodes set."""
+    resolved: list[tuple[Transformation, Partitioner | None, str | None]] = []
 
-    def visit(node: Transformation, partitioner: Partitioner | None):
+    def visit(node: Transformation, partitioner: Partitioner | None, side_tag: str | None):
         if node.kind == "partition":
-            visit(node.inputs[0], node.partitioner if partitioner is None else partitioner)
+            visit(node.inputs[0], node.partitioner if partitioner is None else partitioner, side_tag)
         elif node.kind == "union":
             for upstream in node.inputs:
-                visit(upstream, partitioner)
+                visit(upstream, partitioner, side_tag)
+        elif node.kind == "side":
+            visit(node.inputs[0], partitioner, node.side_tag)
         else:
-            resolved.append((node, partitioner))
+            resolved.append((node, partitioner, side_tag))
 
     for upstream in t.inputs:
-        visit(upstream, None)
+        visit(upstream, None, None)
     return resolved
 
 
@@ -230,7 +235,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
             raise JobGraphError(f"Operator '{t.name}' is a non-parallel source; its parallelism must be 1, "
                                 f"not {t.parallelism}.")
         upstream = _resolve_inputs(t)
-        uid = t.uid or _derive_uid(t, [nodes[u.id].uid for u, _ in upstream], derive_seen)
+        uid = t.uid or _derive_uid(t, [nodes[u.id].uid for u, _, _ in upstream], derive_seen)
         if uid in seen_uids:
             raise JobGraphError(f"Operators '{seen_uids[uid]}' and '{t.name}' both have uid '{uid}': "
                                 "uids identify state in checkpoints and must be unique.")
@@ -238,7 +243,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
         node = OperatorNode(t.name, uid, parallelism, t.make_operator(t.name), t.output_type,
                             is_source=t.kind == "source", is_sink=t.kind == "sink")
         nodes[t.id] = node
-        for u, partitioner in upstream:
+        for u, partitioner, side_tag in upstream:
             source = nodes[u.id]
             if partitioner is None:
                 partitioner = FORWARD if source.parallelism == parallelism else REBALANCE
@@ -248,7 +253,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
                     f"(parallelism {parallelism}) is impossible: forward needs equal parallelism. "
                     "Use rebalance() or make the parallelisms equal."
                 )
-            edge = _Edge(source, node, partitioner)
+            edge = _Edge(source, node, partitioner, side_tag)
             source.outputs.append(edge)
             node.inputs.append(edge)
 
@@ -262,6 +267,12 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
                                 f"max parallelism {max_p}; raise set_max_parallelism() or lower it.")
         _check_picklable(node)
 
+    for node in all_nodes:
+        tags = {e.side_tag for e in node.outputs if e.side_tag}
+        if tags:
+            node.operator.side_tags = frozenset(tags)
+            node.operator.emits_side_outputs = True
+
     chain_of: dict[int, list[OperatorNode]] = {}
     chains_in_order: list[list[OperatorNode]] = []
     for node in all_nodes:  # topological: inputs are declared before their consumers
@@ -269,7 +280,8 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
             edge = node.inputs[0]
             up = edge.source
             if (edge.partitioner.kind == "forward" and up.parallelism == node.parallelism
-                    and len(up.outputs) == 1 and not up.is_sink):
+                    and len(up.outputs) == 1 and not up.is_sink and edge.side_tag is None
+                    and not getattr(up.operator, "emits_side_outputs", False)):
                 chain = chain_of[id(up)]
                 chain.append(node)
                 chain_of[id(node)] = chain
@@ -286,8 +298,9 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
             src_chain, dst_chain = index_of[id(edge.source)], index_of[id(node)]
             if src_chain == dst_chain:
                 continue
-            chain_edge = ChainEdge(len(edges), src_chain, dst_chain, edge.partitioner, edge.source.output_type,
-                                   edge.source.parallelism, node.parallelism)
+            chain_edge = ChainEdge(len(edges), src_chain, dst_chain, edge.partitioner,
+                                   None if edge.side_tag else edge.source.output_type,
+                                   edge.source.parallelism, node.parallelism, edge.side_tag)
             edges.append(chain_edge)
             chains[src_chain].outputs.append(chain_edge)
             chains[dst_chain].inputs.append(chain_edge)

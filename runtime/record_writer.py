@@ -12,6 +12,7 @@ from typing import Callable
 from runtime.codec import Event
 from runtime.graph import ChainEdge
 from runtime.key_groups import assign_to_key_group
+from runtime.side_outputs import SideOutputRecord
 
 __all__ = ["EdgeWriter", "RecordWriter"]
 
@@ -34,6 +35,8 @@ class EdgeWriter:
         self.parallelism = edge.target_parallelism
         self._route: dict = {}
         self._next = producer % max(1, len(self.targets))
+        self.side_tag = edge.side_tag
+        self.separate_side_outputs = False  # set when the producer may emit SideOutputRecords
 
     def _target_of(self, key) -> int:
         target = self._route.get(key)
@@ -45,6 +48,14 @@ class EdgeWriter:
         return target
 
     def emit(self, records: list) -> None:
+        if self.separate_side_outputs:
+            if self.side_tag is None:
+                records = [r for r in records if type(r) is not SideOutputRecord]
+            else:
+                tag = self.side_tag
+                records = [r.value for r in records if type(r) is SideOutputRecord and r.tag == tag]
+            if not records:
+                return
         buffers = self.buffers
         kind = self.kind
         if kind == "hash":
@@ -97,8 +108,10 @@ class EdgeWriter:
 class RecordWriter:
     """All output edges of one task."""
 
-    def __init__(self, edges: list[EdgeWriter]):
+    def __init__(self, edges: list[EdgeWriter], separate_side_outputs: bool = False):
         self.edges = edges
+        for edge in edges:
+            edge.separate_side_outputs = separate_side_outputs
 
     def emit(self, records: list) -> None:
         for edge in self.edges:

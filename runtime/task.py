@@ -297,7 +297,8 @@ class SlotRunner:
                         self._remote_channels.append(channel)
                         channels[target] = channel
                 edge_writers.append(EdgeWriter(edge, self.slot, channels, graph.batch_size, graph.max_parallelism))
-            runner.writer = RecordWriter(edge_writers)
+            tail = runner.chain.operators[-1].operator
+            runner.writer = RecordWriter(edge_writers, getattr(tail, "emits_side_outputs", False))
 
     # -- control --------------------------------------------------------------------------------------
 

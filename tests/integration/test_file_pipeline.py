@@ -185,3 +185,54 @@ def test_an_unreachable_output_path_fails_at_start(env, spark, tmp_path):
     with pytest.raises(StorageUnreachableError, match="plain-file/out"):
         env.execute("unreachable-output")
     assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
+
+
+def test_parquet_in_parquet_out(env, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "in").mkdir()
+    rows = [{"user": USERS[i % len(USERS)], "amount": i} for i in range(5000)]
+    for part in range(3):
+        pq.write_table(pa.Table.from_pylist(rows[part::3]), str(tmp_path / "in" / f"p{part}.parquet"))
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    sink = FileSink(str(tmp_path / "out"), format="parquet")
+    env.from_source(FileSource(str(tmp_path / "in"), format="parquet"), "events") \
+        .map(lambda r: {"user": r["user"], "double": 2 * r["amount"]}).sink_to(sink)
+    env.execute("parquet")
+    assert sorted((r["user"], r["double"]) for r in sink.read_committed()) == \
+        sorted((r["user"], 2 * r["amount"]) for r in rows)
+
+
+def test_malformed_lines_can_go_to_a_side_output(env, tmp_path):
+    from operators import CollectSink, KeyedProcessFunction
+    from runtime import OutputTag
+
+    source_dir = tmp_path / "in"
+    source_dir.mkdir()
+    (source_dir / "a.jsonl").write_text('{"user": "a"}\nnot json\n{"user": "b"}\n')
+    (source_dir / "b.jsonl").write_text('{"user": "c"}\n{"user": \n')
+    bad = OutputTag("malformed")
+    env.set_parallelism(2)
+    events = env.from_source(FileSource(str(source_dir), on_malformed=bad), "events")
+    good, rejected = CollectSink("good"), CollectSink("rejected")
+    events.map(lambda r: r["user"]).sink_to(good)
+    events.get_side_output(bad).map(lambda m: (os.path.basename(m.path), m.line, m.text)).sink_to(rejected)
+    result = env.execute("side-output")
+    assert sorted(result.collected(good)) == ["a", "b", "c"]
+    assert sorted(result.collected(rejected)) == [("a.jsonl", 2, "not json"), ("b.jsonl", 2, '{"user": ')]
+
+    late = OutputTag("odd")
+
+    class SplitOdd(KeyedProcessFunction):
+        def process_element(self, value, ctx):
+            yield (late, value) if value % 2 else value
+
+    evens, odds = CollectSink("evens"), CollectSink("odds")
+    split = env.from_sequence(0, 99).key_by(lambda x: x % 3).process(SplitOdd())
+    split.sink_to(evens)
+    split.get_side_output(late).sink_to(odds)
+    result = env.execute("process-side-output")
+    assert sorted(result.collected(evens)) == list(range(0, 100, 2))
+    assert sorted(result.collected(odds)) == list(range(1, 100, 2))

@@ -41,3 +41,15 @@ def test_recover_commits_pending_and_rolls_back_what_came_after_the_checkpoint(t
     sink.recover(RecoveredState(sink.run_id, (txns[1],), {0: 2}))
     assert sorted(sink.read_committed()) == [0, 1]
     assert list((tmp_path / "out" / "_inprogress").iterdir()) == []
+
+
+def test_parquet_parts_roll_and_commit(tmp_path):
+    sink = FileSink(str(tmp_path / "out"), format="parquet", max_part_bytes=200)
+    sink.validate()
+    txn = sink.begin_transaction(TransactionContext(sink.run_id, 0, 1, 0))
+    for start in range(0, 100, 10):
+        sink.write(txn, [{"i": i, "name": f"n{i}"} for i in range(start, start + 10)])
+    sink.pre_commit(txn)
+    sink.commit(txn)
+    assert len(txn.parts) > 1
+    assert sorted(r["i"] for r in sink.read_committed()) == list(range(100))

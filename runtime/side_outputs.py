@@ -1,0 +1,37 @@
+"""Side outputs, as in PyFlink: an operator emits extra records under an ``OutputTag``; downstream,
+``stream.get_side_output(tag)`` is a stream of just those.
+
+Inside the producing operator's output a side record travels wrapped in :class:`SideOutputRecord`; the
+producer's output edges unwrap the ones for their tag and drop them from the main stream. An operator
+with side outputs is always the last of its chain, so wrapped records never reach a chained operator.
+
+>>> bad = OutputTag("malformed")
+>>> SideOutputRecord(bad.tag_id, "x").value
+'x'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["OutputTag", "SideOutputRecord"]
+
+
+@dataclass(frozen=True)
+class OutputTag:
+    """Names a side output. ``type_info`` is optional, as everywhere in Chandy."""
+
+    tag_id: str
+    type_info: Any = None
+
+
+class SideOutputRecord:
+    __slots__ = ("tag", "value")
+
+    def __init__(self, tag: str, value: Any):
+        self.tag = tag
+        self.value = value
+
+    def __reduce__(self):
+        return (SideOutputRecord, (self.tag, self.value))
