@@ -50,9 +50,10 @@ def main(argv=None) -> int:
 
     import tempfile
 
+    from benchmarks.latency import run_chandy_latency, run_sss_latency
     from benchmarks.machine import describe_machine
     from benchmarks.snapshot import measure_snapshot
-    from benchmarks.spark_baseline import run_jvm_groupby_count
+    from benchmarks.spark_baseline import run_jvm_groupby_count, run_python_state_count
     from benchmarks.throughput import run_chandy_reference_job
 
     records = 50_000 if args.quick else 5_000_000
@@ -68,20 +69,31 @@ def main(argv=None) -> int:
     chandy, checkpointed = median_run(plain_runs), median_run(checkpointed_runs)
     baseline = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
                                      seconds=6 if args.quick else 30)
+    python_state = run_python_state_count(spark, args.keys, rows_per_batch=2_000 if args.quick else 20_000,
+                                          seconds=15 if args.quick else 40)
+    # latency at half of each system's measured peak (DESIGN §7)
+    latencies = [
+        run_chandy_latency(spark, chandy["records_per_s"] / 2, 3 if args.quick else 10, args.keys, args.parallelism),
+        run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 8 if args.quick else 20, args.keys),
+    ]
     spark.stop()
     snapshots = [measure_snapshot(keys) for keys in ((10_000, 100_000) if args.quick else (100_000, 1_000_000))]
 
     report = {"benchmark": "throughput", "quick": args.quick, "machine": describe_machine(),
               "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "results": [chandy, checkpointed, baseline], "snapshots": snapshots}
-    base = baseline["records_per_s"] or 0
+              "results": [chandy, checkpointed, baseline, python_state], "snapshots": snapshots,
+              "latency": latencies}
+    jvm, python = baseline["records_per_s"] or 0, python_state["records_per_s"] or 0
     print(f"machine: {report['machine']}")
-    print(f"{'variant':42} {'records/s':>12} {'steady/s':>12} {'vs SSS JVM':>11} exact")
+    print(f"{'variant':42} {'records/s':>12} {'steady/s':>12} {'vs SSS JVM':>11} {'vs SSS Py':>10} exact")
     for row in report["results"]:
         rate = row["records_per_s"] or 0
-        ratio = f"{rate / base:.2f}x" if base else "n/a"
-        print(f"{row['variant']:42} {rate:>12,} {row.get('steady_records_per_s') or 0:>12,} {ratio:>11} "
-              f"{row.get('exact', '')}")
+        versus = [f"{rate / b:.2f}x" if b else "n/a" for b in (jvm, python)]
+        print(f"{row['variant']:42} {rate:>12,} {row.get('steady_records_per_s') or 0:>12,} {versus[0]:>11} "
+              f"{versus[1]:>10} {row.get('exact', '')}")
+    for row in latencies:
+        print(f"latency {row['variant']:34} at {row['rate']:>9,}/s: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
+              f"max {row['max_ms']} ms")
     overhead = 1 - checkpointed["records_per_s"] / chandy["records_per_s"]
     print(f"checkpointing overhead: {overhead:.1%} ({checkpointed['checkpoints']} checkpoints, "
           f"max sync part {checkpointed['max_checkpoint_sync_ms']} ms)")
@@ -95,7 +107,7 @@ def main(argv=None) -> int:
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
     print(f"written: {path}")
-    return 0 if chandy["exact"] and checkpointed["exact"] else 1
+    return 0 if chandy["exact"] and checkpointed["exact"] and python_state["exact"] else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,113 @@
+"""Event-to-sink latency at half of the measured peak rate.
+
+Chandy: each record is stamped right after the source and measured when its running count reaches the
+sink (checkpoints every second, exactly-once); a sample of every 8th record is kept.
+
+Spark Structured Streaming (micro-batch, JVM groupBy count): the rows of a micro-batch arrive during the
+interval before it starts and leave when it ends, so a row's latency lies between the batch's duration and
+the batch's duration plus the previous interval. Percentiles are computed over that per-batch spread,
+weighted by rows, from Spark's own progress reports (start time, duration, rows).
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+import tempfile
+import time
+
+from operators import KeyedProcessFunction, Sink, SinkWriter, ValueStateDescriptor
+from operators.sources import SequenceSource
+from runtime import StreamExecutionEnvironment
+
+SAMPLE_EVERY = 8
+
+
+class CountKeepingTimestamp(KeyedProcessFunction):
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield value[0], n, value[1]
+
+
+class _LatencyWriter(SinkWriter):
+    def __init__(self):
+        self.samples: list[float] = []
+        self.seen = 0
+
+    def write_batch(self, records: list) -> None:
+        now = time.time()
+        start = (-self.seen) % SAMPLE_EVERY
+        self.samples.extend(now - r[2] for r in records[start::SAMPLE_EVERY])
+        self.seen += len(records)
+
+    def result(self):
+        return self.samples
+
+
+class LatencySink(Sink):
+    name = "latency"
+
+    def create_writer(self, subtask_index: int, parallelism: int) -> SinkWriter:
+        return _LatencyWriter()
+
+    def merge_results(self, results: list) -> list:
+        return sorted(x for part in results for x in part)
+
+
+def percentiles(sorted_ms: list[float]) -> dict:
+    if not sorted_ms:
+        return {"p50_ms": None, "p99_ms": None, "max_ms": None}
+    pick = lambda q: sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]  # noqa: E731
+    return {"p50_ms": round(pick(0.5), 1), "p99_ms": round(pick(0.99), 1), "max_ms": round(sorted_ms[-1], 1)}
+
+
+def run_chandy_latency(spark, records_per_second: float, seconds: float, keys: int, parallelism: int) -> dict:
+    env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(parallelism)
+    env.enable_checkpointing(1000)
+    with tempfile.TemporaryDirectory(prefix="chandy-latency-ck-") as checkpoints:
+        env.get_checkpoint_config().set_checkpoint_storage(checkpoints)
+        total = int(records_per_second * seconds)
+        per_subtask = records_per_second / parallelism
+        (env.from_source(SequenceSource(0, total - 1, records_per_second=per_subtask), "rate-limited")
+            .map(lambda x: (x % keys, time.time()))
+            .key_by(lambda r: r[0]).process(CountKeepingTimestamp())
+            .sink_to(LatencySink()))
+        result = env.execute("benchmark-latency")
+    (samples,) = result.sink_results.values()
+    return {"variant": "chandy-record-api-checkpoints-1s", "rate": round(records_per_second),
+            "samples": len(samples), **percentiles([x * 1000 for x in samples])}
+
+
+def run_sss_latency(spark, records_per_second: float, seconds: float, keys: int) -> dict:
+    from pyspark.sql import functions as F
+
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    with tempfile.TemporaryDirectory(prefix="chandy-sss-latency-") as checkpoint:
+        stream = spark.readStream.format("rate").option("rowsPerSecond", int(records_per_second)) \
+            .option("numPartitions", 2).load()
+        query = (stream.select((F.col("value") % keys).alias("k")).groupBy("k").count()
+                 .writeStream.outputMode("update").format("noop").option("checkpointLocation", checkpoint).start())
+        try:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and query.isActive:
+                time.sleep(0.25)
+            progress = list(query.recentProgress)
+        finally:
+            query.stop()
+    rng = random.Random(0)
+    samples: list[float] = []
+    previous_start = None
+    for p in progress:
+        start = datetime.datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+        duration = p["durationMs"]["triggerExecution"] / 1000.0
+        rows = p.get("numInputRows", 0)
+        if previous_start is not None and rows:
+            interval = start - previous_start
+            samples.extend(duration + rng.random() * interval for _ in range(min(rows, 2000)))
+        previous_start = start
+    return {"variant": "spark-sss-jvm-groupby-count", "rate": round(records_per_second), "samples": len(samples),
+            **percentiles(sorted(x * 1000 for x in samples))}
