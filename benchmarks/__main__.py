@@ -52,6 +52,7 @@ def main(argv=None) -> int:
 
     from benchmarks.latency import run_chandy_latency, run_sss_latency
     from benchmarks.machine import describe_machine
+    from benchmarks.recovery import run_recovery
     from benchmarks.snapshot import measure_snapshot
     from benchmarks.spark_baseline import run_jvm_groupby_count, run_python_state_count
     from benchmarks.throughput import run_chandy_reference_job
@@ -76,13 +77,18 @@ def main(argv=None) -> int:
         run_chandy_latency(spark, chandy["records_per_s"] / 2, 3 if args.quick else 10, args.keys, args.parallelism),
         run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 8 if args.quick else 20, args.keys),
     ]
+    recovery = run_recovery(spark, 3_000_000 if args.quick else 8_000_000, args.keys, args.parallelism,
+                            full_rate=chandy["records_per_s"])
     spark.stop()
     snapshots = [measure_snapshot(keys) for keys in ((10_000, 100_000) if args.quick else (100_000, 1_000_000))]
+    # state of 10 MB .. 1 GB: 1 KiB values
+    sizes = (1_000, 10_000) if args.quick else (10_000, 100_000, 1_000_000)
+    snapshots += [measure_snapshot(keys, value_bytes=1024) for keys in sizes]
 
     report = {"benchmark": "throughput", "quick": args.quick, "machine": describe_machine(),
               "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "results": [chandy, checkpointed, baseline, python_state], "snapshots": snapshots,
-              "latency": latencies}
+              "latency": latencies, "recovery": recovery}
     jvm, python = baseline["records_per_s"] or 0, python_state["records_per_s"] or 0
     print(f"machine: {report['machine']}")
     print(f"{'variant':42} {'records/s':>12} {'steady/s':>12} {'vs SSS JVM':>11} {'vs SSS Py':>10} exact")
@@ -98,8 +104,10 @@ def main(argv=None) -> int:
     print(f"checkpointing overhead: {overhead:.1%} ({checkpointed['checkpoints']} checkpoints, "
           f"max sync part {checkpointed['max_checkpoint_sync_ms']} ms)")
     for row in snapshots:
-        print(f"heap snapshot of {row['keys']:>9,} keys: sync {row['sync_ms']:>7.3f} ms, "
-              f"async {row['async_ms']:>8.1f} ms, {row['bytes']:>11,} bytes")
+        print(f"heap snapshot of {row['keys']:>9,} keys x {row['value_bytes'] or 8:>4} B: sync {row['sync_ms']:>7.3f} ms, "
+              f"async {row['async_ms']:>8.1f} ms, {row['bytes']:>13,} bytes")
+    print(f"recovery after SIGKILL: first record after {recovery['first_record_after_kill_s']} s, full rate "
+          f"after {recovery['full_rate_after_kill_s']} s")
     report["checkpoint_overhead"] = round(overhead, 4)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"throughput-{'quick-' if args.quick else ''}"

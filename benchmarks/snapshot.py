@@ -15,12 +15,13 @@ from state_backends import HeapKeyedStateBackend, ValueStateDescriptor
 from state_backends.storage import CheckpointStorage
 
 
-def measure_snapshot(keys: int, max_parallelism: int = 128) -> dict:
+def measure_snapshot(keys: int, value_bytes: int = 0, max_parallelism: int = 128) -> dict:
+    """Snapshot ``keys`` keys, each holding an int (``value_bytes`` 0) or that many bytes."""
     backend = HeapKeyedStateBackend(max_parallelism, key_group_range(max_parallelism, 1, 0))
     count = backend.get_state(ValueStateDescriptor("count"))
     for key in range(keys):
         backend.set_current_key(key)
-        count.update(key)
+        count.update(key.to_bytes(8, "little") * (value_bytes // 8) if value_bytes else key)
     directory = tempfile.mkdtemp(prefix="chandy-snapshot-")
     try:
         storage = CheckpointStorage(f"file://{directory}", "bench")
@@ -32,4 +33,5 @@ def measure_snapshot(keys: int, max_parallelism: int = 128) -> dict:
         async_ms = (time.perf_counter() - started) * 1000
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    return {"keys": keys, "sync_ms": round(sync_ms, 3), "async_ms": round(async_ms, 1), "bytes": info.size}
+    return {"keys": keys, "value_bytes": value_bytes, "sync_ms": round(sync_ms, 3), "async_ms": round(async_ms, 1),
+            "bytes": info.size}

@@ -25,5 +25,6 @@ def test_quick_benchmark_runs_and_every_variant_is_exact(tmp_path):
     assert [row["variant"] for row in report["latency"]] == ["chandy-record-api-checkpoints-1s",
                                                              "spark-sss-jvm-groupby-count"]
     assert all(row["samples"] > 0 and row["p50_ms"] <= row["p99_ms"] <= row["max_ms"] for row in report["latency"])
-    assert [s["keys"] for s in report["snapshots"]] == [10_000, 100_000]
+    assert [s["keys"] for s in report["snapshots"]] == [10_000, 100_000, 1_000, 10_000]
+    assert report["recovery"]["restarts"] == 1 and report["recovery"]["first_record_after_kill_s"] > 0
     assert "vs SSS JVM" in out.stdout
