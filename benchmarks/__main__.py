@@ -24,6 +24,7 @@ def start_spark(slots: int):
 
     spark = (SparkSession.builder.master(f"local[{slots}]").appName("chandy-benchmarks")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.streaming.numRecentProgressUpdates", "100000")  # every batch, for exactness
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark

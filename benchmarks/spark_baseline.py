@@ -1,8 +1,9 @@
 """Spark Structured Streaming running the reference job's logic, for ratios measured in the same run.
 
-JVM variant: ``rate-micro-batch`` source -> ``value % keys`` -> ``groupBy().count()`` in update mode to a
-``noop`` sink, checkpointing every micro-batch (Structured Streaming always does). Throughput is rows
-over the summed micro-batch execution time, after a warm-up batch.
+JVM variant: ``rate-micro-batch`` source -> ``value % keys`` -> ``groupBy().count()`` in update mode,
+checkpointing every micro-batch (Structured Streaming always does). Throughput is rows over the summed
+micro-batch execution time, after a warm-up batch. Both variants hand each micro-batch's updated counts to
+the driver (a collect of at most ``keys`` rows), so their final counts are checked against the reference.
 """
 
 from __future__ import annotations
@@ -11,23 +12,41 @@ import tempfile
 import time
 
 
+def _gatherer(updates: dict):
+    def gather(batch, batch_id):
+        updates[batch_id] = {row["k"]: row["count"] for row in batch.collect()}
+    return gather
+
+
+def _counts_are_exact(updates: dict, progress: list, keys: int) -> bool:
+    """Final counts, from the micro-batches Spark reported as done, against ``value % keys`` over the
+    consecutive values those batches read (a batch cut short by stop() may have reached the sink unreported)."""
+    reported = [p for p in progress if p.get("numInputRows")]
+    final: dict = {}
+    for p in sorted(reported, key=lambda p: p["batchId"]):
+        final.update(updates.get(p["batchId"], {}))
+    total = sum(p["numInputRows"] for p in reported)
+    return final == {k: total // keys + (1 if k < total % keys else 0) for k in range(min(keys, total))}
+
+
 def run_jvm_groupby_count(spark, keys: int, rows_per_batch: int, seconds: float) -> dict:
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.shuffle.partitions", "2")
+    updates: dict = {}
     with tempfile.TemporaryDirectory(prefix="chandy-sss-") as checkpoint:
         stream = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch)
                   .option("numPartitions", 2).load())
         query = (stream.select((F.col("value") % keys).alias("k")).groupBy("k").count()
-                 .writeStream.outputMode("update").format("noop")
+                 .writeStream.outputMode("update").foreachBatch(_gatherer(updates))
                  .option("checkpointLocation", checkpoint).start())
         try:
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline and query.isActive:
                 time.sleep(0.25)
-            progress = list(query.recentProgress)
         finally:
             query.stop()
+        progress = list(query.recentProgress)
     batches = [p for p in progress if p.get("numInputRows")][1:]  # the first batch warms the JVM up
     rows = sum(p["numInputRows"] for p in batches)
     millis = sum(p["durationMs"]["triggerExecution"] for p in batches)
@@ -37,6 +56,7 @@ def run_jvm_groupby_count(spark, keys: int, rows_per_batch: int, seconds: float)
         "micro_batches": len(batches),
         "mean_batch_ms": round(millis / len(batches), 1) if batches else None,
         "records_per_s": round(rows / (millis / 1000)) if millis else None,
+        "exact": _counts_are_exact(updates, progress, keys),
     }
 
 
@@ -75,31 +95,23 @@ def run_python_state_count(spark, keys: int, rows_per_batch: int, seconds: float
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     spark.conf.set("spark.sql.streaming.stateStore.providerClass",
                    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
-    latest: dict = {}
-
-    def gather(batch, _batch_id):
-        for row in batch.collect():
-            latest[row["k"]] = row["count"]
-
+    updates: dict = {}
     with tempfile.TemporaryDirectory(prefix="chandy-sss-py-") as checkpoint:
         stream = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch)
                   .option("numPartitions", 2).load().select((F.col("value") % keys).alias("k")))
         query = (stream.groupBy("k").transformWithStateInPandas(
                     statefulProcessor=_python_state_processor(), outputStructType="k long, count long",
                     outputMode="Update", timeMode="None")
-                 .writeStream.outputMode("update").foreachBatch(gather)
+                 .writeStream.outputMode("update").foreachBatch(_gatherer(updates))
                  .option("checkpointLocation", checkpoint).start())
         try:
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline and query.isActive:
                 time.sleep(0.25)
-            progress = list(query.recentProgress)
         finally:
             query.stop()
-    done = [p for p in progress if p.get("numInputRows")]
-    total = sum(p["numInputRows"] for p in done)
-    expected = {k: total // keys + (1 if k < total % keys else 0) for k in range(min(keys, total))}
-    batches = done[1:]
+        progress = list(query.recentProgress)
+    batches = [p for p in progress if p.get("numInputRows")][1:]
     rows = sum(p["numInputRows"] for p in batches)
     millis = sum(p["durationMs"]["triggerExecution"] for p in batches)
     return {
@@ -108,5 +120,5 @@ def run_python_state_count(spark, keys: int, rows_per_batch: int, seconds: float
         "micro_batches": len(batches),
         "mean_batch_ms": round(millis / len(batches), 1) if batches else None,
         "records_per_s": round(rows / (millis / 1000)) if millis else None,
-        "exact": latest == expected,
+        "exact": _counts_are_exact(updates, progress, keys),
     }
