@@ -26,10 +26,16 @@ from typing import Any
 import cloudpickle
 
 from operators.context import SubtaskInfo
-
 from runtime.aligner import Alignment, BarrierAligner
-from runtime.channels import Cancelled, DataServer, InputGate, LocalChannel, RemoteChannel
+from runtime.channels import (
+    Cancelled,
+    DataServer,
+    InputGate,
+    LocalChannel,
+    RemoteChannel,
+)
 from runtime.codec import END_OF_INPUT, CheckpointBarrier, EndOfInput, RecordCodec
+from runtime.gc_pause import gc_paused
 from runtime.graph import Chain, JobGraph
 from runtime.key_groups import key_group_range
 from runtime.messages import (
@@ -207,16 +213,17 @@ class SubtaskRunner:
 
     def _checkpoint(self, checkpoint_id: int, alignment_ms: float) -> None:
         """The synchronous part: flush, freeze every operator's state, forward the barrier."""
-        started = time.monotonic()
         self.writer.flush()
-        snapshots = []
-        for node, operator, backend in zip(self.chain.operators, self.operators, self.backends):
-            keyed = backend.snapshot() if backend is not None else None
-            state = self._call(operator, "snapshot_operator_state", checkpoint_id)
-            offsets = repr(state.get("splits", state.get("union:splits"))) if node.is_source else None
-            snapshots.append(OperatorSnapshot(node.uid, keyed, state, offsets))
-        sync_ms = (time.monotonic() - started) * 1000.0
-        self.writer.broadcast_event(CheckpointBarrier(checkpoint_id))
+        with gc_paused():
+            started = time.monotonic()
+            snapshots = []
+            for node, operator, backend in zip(self.chain.operators, self.operators, self.backends):
+                keyed = backend.snapshot() if backend is not None else None
+                state = self._call(operator, "snapshot_operator_state", checkpoint_id)
+                offsets = repr(state.get("splits", state.get("union:splits"))) if node.is_source else None
+                snapshots.append(OperatorSnapshot(node.uid, keyed, state, offsets))
+            sync_ms = (time.monotonic() - started) * 1000.0
+            self.writer.broadcast_event(CheckpointBarrier(checkpoint_id))
         self.slot.snapshotter.submit(TaskSnapshot(checkpoint_id, self.chain.index, self.slot.slot, snapshots,
                                                   sync_ms, alignment_ms, started))
 

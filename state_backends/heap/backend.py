@@ -10,6 +10,7 @@ from __future__ import annotations
 import pickle
 from typing import Any, Iterator
 
+from runtime.gc_pause import gc_paused
 from runtime.key_groups import KeyGroupRange, assign_to_key_group
 from state_backends.base import KeyedStateBackend, State
 from state_backends.descriptors import (
@@ -105,7 +106,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def snapshot(self) -> HeapSnapshot | None:
         """The synchronous part of a snapshot: O(key groups). None when there is no state."""
-        snapshot = HeapSnapshot(self, self._tables)
+        with gc_paused():
+            snapshot = HeapSnapshot(self, self._tables)
         if not snapshot.pending:
             return None
         self._snapshots = self._snapshots + (snapshot,)
