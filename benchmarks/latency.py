@@ -18,6 +18,7 @@ import time
 
 from operators import KeyedProcessFunction, Sink, SinkWriter, ValueStateDescriptor
 from operators.sources import SequenceSource
+from benchmarks.spark_baseline import run_for
 from runtime import StreamExecutionEnvironment
 
 SAMPLE_EVERY = 8
@@ -91,13 +92,7 @@ def run_sss_latency(spark, records_per_second: float, seconds: float, keys: int)
             .option("numPartitions", 2).load()
         query = (stream.select((F.col("value") % keys).alias("k")).groupBy("k").count()
                  .writeStream.outputMode("update").format("noop").option("checkpointLocation", checkpoint).start())
-        try:
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline and query.isActive:
-                time.sleep(0.25)
-            progress = list(query.recentProgress)
-        finally:
-            query.stop()
+        progress = run_for(query, seconds)
     rng = random.Random(0)
     samples: list[float] = []
     previous_start = None

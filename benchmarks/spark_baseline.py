@@ -12,6 +12,31 @@ import tempfile
 import time
 
 
+def run_for(query, seconds: float) -> list:
+    """Let a started query run ``seconds``, stop it, and return every progress report."""
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and query.isActive:
+            time.sleep(0.25)
+    finally:
+        query.stop()
+    return list(query.recentProgress)
+
+
+def _rate(variant: str, progress: list) -> dict:
+    """Rows over summed micro-batch time, skipping the first (warm-up) batch."""
+    batches = [p for p in progress if p.get("numInputRows")][1:]
+    rows = sum(p["numInputRows"] for p in batches)
+    millis = sum(p["durationMs"]["triggerExecution"] for p in batches)
+    return {
+        "variant": variant,
+        "records": rows,
+        "micro_batches": len(batches),
+        "mean_batch_ms": round(millis / len(batches), 1) if batches else None,
+        "records_per_s": round(rows / (millis / 1000)) if millis else None,
+    }
+
+
 def _gatherer(updates: dict):
     def gather(batch, batch_id):
         updates[batch_id] = {row["k"]: row["count"] for row in batch.collect()}
@@ -40,24 +65,8 @@ def run_jvm_groupby_count(spark, keys: int, rows_per_batch: int, seconds: float)
         query = (stream.select((F.col("value") % keys).alias("k")).groupBy("k").count()
                  .writeStream.outputMode("update").foreachBatch(_gatherer(updates))
                  .option("checkpointLocation", checkpoint).start())
-        try:
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline and query.isActive:
-                time.sleep(0.25)
-        finally:
-            query.stop()
-        progress = list(query.recentProgress)
-    batches = [p for p in progress if p.get("numInputRows")][1:]  # the first batch warms the JVM up
-    rows = sum(p["numInputRows"] for p in batches)
-    millis = sum(p["durationMs"]["triggerExecution"] for p in batches)
-    return {
-        "variant": "spark-sss-jvm-groupby-count",
-        "records": rows,
-        "micro_batches": len(batches),
-        "mean_batch_ms": round(millis / len(batches), 1) if batches else None,
-        "records_per_s": round(rows / (millis / 1000)) if millis else None,
-        "exact": _counts_are_exact(updates, progress, keys),
-    }
+        progress = run_for(query, seconds)
+    return {**_rate("spark-sss-jvm-groupby-count", progress), "exact": _counts_are_exact(updates, progress, keys)}
 
 
 def _python_state_processor():
@@ -104,21 +113,6 @@ def run_python_state_count(spark, keys: int, rows_per_batch: int, seconds: float
                     outputMode="Update", timeMode="None")
                  .writeStream.outputMode("update").foreachBatch(_gatherer(updates))
                  .option("checkpointLocation", checkpoint).start())
-        try:
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline and query.isActive:
-                time.sleep(0.25)
-        finally:
-            query.stop()
-        progress = list(query.recentProgress)
-    batches = [p for p in progress if p.get("numInputRows")][1:]
-    rows = sum(p["numInputRows"] for p in batches)
-    millis = sum(p["durationMs"]["triggerExecution"] for p in batches)
-    return {
-        "variant": "spark-sss-python-state-rocksdb",
-        "records": rows,
-        "micro_batches": len(batches),
-        "mean_batch_ms": round(millis / len(batches), 1) if batches else None,
-        "records_per_s": round(rows / (millis / 1000)) if millis else None,
-        "exact": _counts_are_exact(updates, progress, keys),
-    }
+        progress = run_for(query, seconds)
+    return {**_rate("spark-sss-python-state-rocksdb", progress),
+            "exact": _counts_are_exact(updates, progress, keys)}

@@ -4,7 +4,6 @@ import collections
 import os
 import re
 import shutil
-import time
 
 import pytest
 
@@ -16,13 +15,7 @@ from runtime.key_groups import subtask_for_key
 from state_backends.storage import CheckpointStorage
 from tests.integration.checkpoints import restored_state
 from tests.integration.jobs import CountPerKey
-
-
-def wait_for(predicate, timeout=120, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+from tests.integration.waiting import wait_for
 
 
 def test_aligned_snapshot_holds_exactly_the_records_before_each_barrier(env, tmp_path):

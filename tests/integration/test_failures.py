@@ -4,11 +4,11 @@ import os
 import signal
 import socket
 import threading
-import time
 
 import pytest
 
 from operators import CollectSink, MapFunction, SequenceSource
+from tests.integration.waiting import wait_for
 from runtime import (
     InsufficientSlotsError,
     JobCancelledError,
@@ -117,10 +117,7 @@ class SignalFirstRecord(MapFunction):
 
 
 def wait_for_file(path, timeout=120):
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
+    wait_for(lambda: os.path.exists(path), timeout, what=f"{path} to appear")
 
 
 def test_unbounded_job_runs_until_cancelled(env, spark, tmp_path):

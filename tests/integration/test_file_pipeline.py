@@ -13,6 +13,7 @@ from runtime import JobFailedError, RestartStrategies, StreamExecutionEnvironmen
 from runtime.errors import StorageUnreachableError
 from tests.integration import chaos
 from tests.integration.jobs import CountPerKey
+from tests.integration.waiting import wait_for
 
 USERS = [f"user-{i}" for i in range(37)]
 
@@ -91,13 +92,6 @@ class SignalCheckpoints(MapFunction):
     def map(self, value):
         time.sleep(0.001)  # about 6 s of input per subtask: the test cancels long before the end
         return value
-
-
-def wait_for(predicate, timeout=120, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_restoring_an_older_checkpoint_than_the_latest_stays_exactly_once(spark, tmp_path):
