@@ -144,6 +144,8 @@ class FileSink(TwoPhaseCommitSink):
         return "".join(f"{r}\n" for r in records).encode()
 
     def write(self, transaction: FileTransaction, records: list) -> None:
+        if not records:
+            return
         entry = self._open.get((transaction.subtask, transaction.sequence))
         if entry is None or entry[1] >= self.max_part_bytes or (
                 self.rollover_interval_ms is not None
