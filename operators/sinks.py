@@ -44,7 +44,13 @@ class SinkWriter:
 
 
 class Sink:
-    """A destination for a stream; ``create_writer`` runs once per subtask on the executors."""
+    """A destination for a stream; ``create_writer`` runs once per subtask on the executors.
+
+    ``accepts_batches = True``: on a columnar stream its writers receive Arrow record batches as records;
+    otherwise a columnar stream reaches it as rows (tuples, see ``DataStream.to_rows``).
+    """
+
+    accepts_batches = False
 
     def create_writer(self, subtask_index: int, parallelism: int) -> SinkWriter:
         raise NotImplementedError
@@ -105,6 +111,7 @@ class DiscardingSink(Sink):
     """Drops every record (as Flink's DiscardingSink): for jobs whose effect is their state, and benchmarks."""
 
     name = "discard"
+    accepts_batches = True  # dropping batches is cheaper than dropping rows
 
     def create_writer(self, subtask_index: int, parallelism: int) -> SinkWriter:
         return _DiscardWriter()

@@ -13,6 +13,9 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from operators.operator import SourceOperator
 
 __all__ = ["Source", "SourceReader", "SequenceSource", "CollectionSource", "SourceReaderOperator"]
@@ -59,10 +62,15 @@ class SourceReader:
 
 
 class Source:
-    """A source of records. ``parallel = False`` runs it as one subtask whatever the job's parallelism."""
+    """A source of records. ``parallel = False`` runs it as one subtask whatever the job's parallelism.
+
+    A columnar source sets ``schema`` to a ``pyarrow.Schema``: its ``poll(n)`` then returns a list of Arrow
+    record batches of that schema with at most ``n`` rows in all, and the stream it starts is columnar.
+    """
 
     parallel = True
     bounded = True
+    schema: pa.Schema | None = None
 
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
         raise NotImplementedError
@@ -71,11 +79,19 @@ class Source:
 class _RangeReader(SourceReader):
     """Reads splits ``[next, stop)`` with a step (``stop`` None: unbounded), one after another."""
 
-    def __init__(self, splits: list[list], records_per_second: float | None):
+    def __init__(self, splits: list[list], records_per_second: float | None, schema: pa.Schema | None = None):
         self.splits = splits  # [next, stop, step] each
         self.rate = records_per_second
         self.started = None
         self.emitted = 0
+        self.schema = schema
+        self._offsets = pa.array([], pa.int64())  # 0, 1, 2, ...: a columnar batch is start + offsets * step
+
+    def _column(self, start: int, count: int, step: int) -> pa.RecordBatch:
+        if len(self._offsets) < count:
+            self._offsets = pa.array(range(count), pa.int64())
+        values = pc.add(pc.multiply(self._offsets.slice(0, count), step), start)
+        return pa.RecordBatch.from_arrays([values], schema=self.schema)
 
     def poll(self, max_records: int) -> list | None:
         while self.splits and self.splits[0][1] is not None and self.splits[0][0] >= self.splits[0][1]:
@@ -96,10 +112,12 @@ class _RangeReader(SourceReader):
         end = start + max_records * step
         if stop is not None:
             end = min(end, stop)
-        batch = list(range(start, end, step))
-        split[0] = start + len(batch) * step
-        self.emitted += len(batch)
-        return batch
+        count = len(range(start, end, step))
+        split[0] = start + count * step
+        self.emitted += count
+        if self.schema is not None:
+            return [self._column(start, count, step)]
+        return list(range(start, end, step))
 
     def snapshot_state(self) -> list:
         return [tuple(split) for split in self.splits]
@@ -112,24 +130,30 @@ class SequenceSource(Source):
     """The integers ``start..end`` inclusive (unbounded when ``end`` is None), split across subtasks.
 
     Bounded: each subtask reads one contiguous range. Unbounded: subtask i reads ``start + i + k*p``.
-    ``records_per_second`` (per subtask) throttles the source, for latency measurements.
+    ``records_per_second`` (per subtask) throttles the source, for latency measurements. ``columnar=True``
+    emits Arrow record batches with one ``int64`` column, ``value`` (the columnar path).
     """
 
-    def __init__(self, start: int, end: int | None = None, records_per_second: float | None = None):
+    COLUMNAR_SCHEMA = pa.schema([pa.field("value", pa.int64())])
+
+    def __init__(self, start: int, end: int | None = None, records_per_second: float | None = None,
+                 columnar: bool = False):
         if end is not None and end < start:
             raise ValueError(f"from_sequence(start={start}, end={end}): end must be >= start")
         self.start = start
         self.end = end
         self.bounded = end is not None
         self.records_per_second = records_per_second
+        self.schema = self.COLUMNAR_SCHEMA if columnar else None
 
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
         if self.end is None:
-            return _RangeReader([[self.start + subtask_index, None, parallelism]], self.records_per_second)
+            return _RangeReader([[self.start + subtask_index, None, parallelism]], self.records_per_second,
+                                self.schema)
         total = self.end - self.start + 1
         lo = self.start + total * subtask_index // parallelism
         hi = self.start + total * (subtask_index + 1) // parallelism
-        return _RangeReader([[lo, hi, 1]], self.records_per_second)
+        return _RangeReader([[lo, hi, 1]], self.records_per_second, self.schema)
 
 
 class _ListReader(SourceReader):

@@ -6,6 +6,9 @@ Measured here (4096-record batches, encode + decode per record): pickling the wh
 edges travel as typed Arrow columns, and everything else as one pickled value per batch. cloudpickle, not
 pickle, so records of classes defined in the user's ``__main__`` survive the trip.
 
+Columnar edges (streams of Arrow record batches, see :mod:`operators.columnar`) need no encoding at all:
+their batches are the wire format (:class:`ColumnarCodec`).
+
 Events (end of input; later checkpoint barriers and watermarks) are zero-row batches whose custom metadata
 says what they are, so they stay ordered with the records of their channel.
 """
@@ -21,7 +24,7 @@ import pyarrow as pa
 from runtime.errors import RecordEncodingError
 from runtime.types import TypeInformation
 
-__all__ = ["RecordCodec", "EndOfInput", "END_OF_INPUT", "CheckpointBarrier", "Event", "event_from_metadata"]
+__all__ = ["RecordCodec", "ColumnarCodec", "codec_for", "EndOfInput", "END_OF_INPUT", "CheckpointBarrier", "Event", "event_from_metadata"]
 
 _EVENT_KEY = b"chandy.event"
 _CHECKPOINT_KEY = b"chandy.checkpoint"
@@ -105,3 +108,26 @@ class RecordCodec:
         for payload in batch.column(0).to_pylist():
             records.extend(pickle.loads(payload))
         return records
+
+
+class ColumnarCodec:
+    """The codec of a columnar edge: its records are Arrow record batches of ``schema`` already."""
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.empty = pa.RecordBatch.from_pylist([], schema=schema)
+
+    def encode(self, batches: list) -> pa.RecordBatch:
+        if len(batches) == 1:
+            return batches[0]
+        return pa.Table.from_batches(batches, self.schema).combine_chunks().to_batches()[0]
+
+    def decode(self, batch: pa.RecordBatch) -> list:
+        return [batch]
+
+
+def codec_for(type_info: TypeInformation | None, schema: pa.Schema | None, operator_name: str):
+    """The codec of an edge: columnar when the edge carries Arrow batches of ``schema``."""
+    if schema is not None:
+        return ColumnarCodec(schema)
+    return RecordCodec(type_info, operator_name)

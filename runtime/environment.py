@@ -127,7 +127,8 @@ class StreamExecutionEnvironment:
         if not isinstance(source, Source):
             raise TypeError(f"from_source() expects a Source, got {type(source).__name__}")
         t = Transformation("source", source_name, [], lambda n: SourceReaderOperator(n, source),
-                           output_type=type_info, non_parallel=not source.parallel, environment=self)
+                           output_type=type_info, non_parallel=not source.parallel, environment=self,
+                           schema=source.schema)
         self._add(t)
         return DataStream(self, t)
 
@@ -135,11 +136,15 @@ class StreamExecutionEnvironment:
         """A bounded stream of the given elements, read by one subtask, in order."""
         return self.from_source(CollectionSource(list(collection)), "Collection Source", type_info)
 
-    def from_sequence(self, start: int, end: int) -> DataStream:
-        """The integers ``start..end`` inclusive, read in parallel."""
+    def from_sequence(self, start: int, end: int, columnar: bool = False) -> DataStream:
+        """The integers ``start..end`` inclusive, read in parallel.
+
+        ``columnar=True`` makes a columnar stream: Arrow batches with one ``int64`` column, ``value``.
+        """
         from runtime.types import Types
 
-        return self.from_source(SequenceSource(start, end), "Sequence Source", Types.LONG())
+        return self.from_source(SequenceSource(start, end, columnar=columnar), "Sequence Source",
+                                None if columnar else Types.LONG())
 
     # -- running --------------------------------------------------------------------------------------
 

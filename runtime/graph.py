@@ -41,6 +41,7 @@ class Partitioner:
 
     kind: str  # "forward" | "rebalance" | "hash" | "broadcast"
     key_selector: Callable | None = None
+    key_column: str | None = None  # hash partitioning of a columnar edge: by this column's values
 
     def __repr__(self) -> str:
         return self.kind.upper()
@@ -66,6 +67,7 @@ class Transformation:
     non_parallel: bool = False
     environment: Any = None
     side_tag: str | None = None  # for "side": the OutputTag id selected from the input
+    schema: Any = None  # a pyarrow.Schema when the output is columnar (record batches), else None
     id: int = field(default_factory=lambda: next(_ids))
 
     @property
@@ -82,6 +84,7 @@ class OperatorNode:
     output_type: TypeInformation | None
     is_source: bool
     is_sink: bool
+    schema: Any = None  # pyarrow.Schema of a columnar output
     inputs: list["_Edge"] = field(default_factory=list)
     outputs: list["_Edge"] = field(default_factory=list)
 
@@ -106,6 +109,7 @@ class ChainEdge:
     source_parallelism: int
     target_parallelism: int
     side_tag: str | None = None  # this edge carries the producer's side output with this tag
+    schema: Any = None  # a pyarrow.Schema when the edge carries Arrow record batches (columnar path)
 
     def targets_of(self, producer: int) -> range:
         """Consumer subtasks that producer subtask ``producer`` sends to."""
@@ -156,6 +160,10 @@ class JobGraph:
     buffer_timeout_ms: float
     batch_size: int
     checkpointing: CheckpointSettings | None = None
+    columnar_batch_size: int = 65536  # rows per Arrow batch on the columnar path
+
+    def is_columnar(self, chain: "Chain") -> bool:
+        return chain.operators[0].schema is not None
 
     @property
     def slots(self) -> int:
@@ -241,7 +249,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
                                 "uids identify state in checkpoints and must be unique.")
         seen_uids[uid] = t.name
         node = OperatorNode(t.name, uid, parallelism, t.make_operator(t.name), t.output_type,
-                            is_source=t.kind == "source", is_sink=t.kind == "sink")
+                            is_source=t.kind == "source", is_sink=t.kind == "sink", schema=t.schema)
         nodes[t.id] = node
         for u, partitioner, side_tag in upstream:
             source = nodes[u.id]
@@ -300,7 +308,8 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
                 continue
             chain_edge = ChainEdge(len(edges), src_chain, dst_chain, edge.partitioner,
                                    None if edge.side_tag else edge.source.output_type,
-                                   edge.source.parallelism, node.parallelism, edge.side_tag)
+                                   edge.source.parallelism, node.parallelism, edge.side_tag,
+                                   None if edge.side_tag else edge.source.schema)
             edges.append(chain_edge)
             chains[src_chain].outputs.append(chain_edge)
             chains[dst_chain].inputs.append(chain_edge)

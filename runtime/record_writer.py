@@ -3,23 +3,51 @@
 Records are appended to one buffer per channel; a buffer is sent when it reaches ``batch_size`` records, or
 when the task calls :meth:`RecordWriter.flush` (it does so every buffer timeout, and before an event). Only
 the task's own thread touches a writer, so there are no locks here.
+
+Columnar edges (Arrow record batches) have their own writer: a batch is split by target with Arrow kernels,
+never row by row, and buffers count rows rather than batches.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+import pyarrow.compute as pc
+
+from runtime.arrow_key_groups import column_subtasks
 from runtime.codec import Event
 from runtime.graph import ChainEdge
 from runtime.key_groups import assign_to_key_group
 from runtime.side_outputs import SideOutputRecord
 
-__all__ = ["EdgeWriter", "RecordWriter"]
+__all__ = ["EdgeWriter", "ColumnarEdgeWriter", "RecordWriter"]
 
 _ROUTE_CACHE_LIMIT = 1 << 20
 
 
-class EdgeWriter:
+class _ChannelSet:
+    """The channels of one edge from one producer subtask, one output buffer each."""
+
+    buffers: list[list]
+    channels: list
+
+    def flush(self) -> None:
+        for i, buffer in enumerate(self.buffers):
+            if buffer:
+                self.channels[i].send(buffer)
+                self.buffers[i] = []
+
+    def broadcast_event(self, event: Event) -> None:
+        self.flush()
+        for channel in self.channels:
+            channel.send_event(event)
+
+    def close(self) -> None:
+        for channel in self.channels:
+            channel.close()
+
+
+class EdgeWriter(_ChannelSet):
     """Output of one task to one edge: a channel per consumer subtask it sends to."""
 
     def __init__(self, edge: ChainEdge, producer: int, channels: dict[int, object], batch_size: int,
@@ -89,20 +117,55 @@ class EdgeWriter:
                 self.channels[i].send(buffer)
                 buffers[i] = []
 
+
+class ColumnarEdgeWriter(_ChannelSet):
+    """Output of one task to one columnar edge; its records are Arrow record batches."""
+
+    def __init__(self, edge: ChainEdge, producer: int, channels: dict[int, object], batch_rows: int,
+                 max_parallelism: int):
+        self.targets = list(edge.targets_of(producer))
+        self.channels = [channels[t] for t in self.targets]
+        self.buffers = [[] for _ in self.targets]
+        self.rows = [0] * len(self.targets)
+        self.batch_rows = batch_rows
+        self.kind = edge.partitioner.kind
+        self.key_column = edge.partitioner.key_column
+        self.max_parallelism = max_parallelism
+        self.parallelism = edge.target_parallelism
+        self._next = producer % max(1, len(self.targets))
+        self.separate_side_outputs = False  # columnar operators emit no side outputs
+
+    def _add(self, i: int, batch) -> None:
+        self.buffers[i].append(batch)
+        self.rows[i] += batch.num_rows
+        if self.rows[i] >= self.batch_rows:
+            self.channels[i].send(self.buffers[i])
+            self.buffers[i] = []
+            self.rows[i] = 0
+
+    def emit(self, batches: list) -> None:
+        n = len(self.channels)
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            if self.kind == "hash" and n > 1:
+                subtasks = column_subtasks(batch.column(self.key_column), self.max_parallelism, self.parallelism)
+                for i in range(n):
+                    part = batch.filter(pc.equal(subtasks, i))
+                    if part.num_rows:
+                        self._add(i, part)
+            elif self.kind == "forward" or n == 1:
+                self._add(0, batch)
+            elif self.kind == "rebalance":  # whole batches, rotating: batches are large already
+                self._add(self._next, batch)
+                self._next = (self._next + 1) % n
+            else:  # broadcast
+                for i in range(n):
+                    self._add(i, batch)
+
     def flush(self) -> None:
-        for i, buffer in enumerate(self.buffers):
-            if buffer:
-                self.channels[i].send(buffer)
-                self.buffers[i] = []
-
-    def broadcast_event(self, event: Event) -> None:
-        self.flush()
-        for channel in self.channels:
-            channel.send_event(event)
-
-    def close(self) -> None:
-        for channel in self.channels:
-            channel.close()
+        super().flush()
+        self.rows = [0] * len(self.rows)
 
 
 class RecordWriter:

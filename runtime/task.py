@@ -34,7 +34,7 @@ from runtime.channels import (
     LocalChannel,
     RemoteChannel,
 )
-from runtime.codec import END_OF_INPUT, CheckpointBarrier, EndOfInput, RecordCodec
+from runtime.codec import END_OF_INPUT, CheckpointBarrier, EndOfInput, codec_for
 from runtime.gc_pause import gc_paused
 from runtime.graph import Chain, JobGraph
 from runtime.key_groups import key_group_range
@@ -49,7 +49,7 @@ from runtime.messages import (
     TaskFinished,
     TriggerCheckpoint,
 )
-from runtime.record_writer import EdgeWriter, RecordWriter
+from runtime.record_writer import ColumnarEdgeWriter, EdgeWriter, RecordWriter
 from runtime.restore import RestoreSpec, restore_operator
 from runtime.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
 from runtime.wire import ConnectionClosed, MessageSocket
@@ -82,7 +82,8 @@ class SubtaskRunner:
         self.operators = [node.operator for node in chain.operators]
         self.writer: RecordWriter | None = None
         self.buffer_timeout = slot.graph.buffer_timeout_ms / 1000.0
-        self.batch_size = slot.graph.batch_size
+        # A columnar source's poll size counts rows of one Arrow batch, not Python records.
+        self.batch_size = slot.graph.columnar_batch_size if slot.graph.is_columnar(chain) else slot.graph.batch_size
         self.backends = [getattr(op.runtime_context, "keyed_backend", None) for op in self.operators]
         self.triggers: deque = deque()  # checkpoint ids to inject (sources), appended by the control thread
         self.notifications: deque = deque()  # completed checkpoint ids, appended by the control thread
@@ -150,6 +151,7 @@ class SubtaskRunner:
         next_flush = time.monotonic() + timeout
         triggers, notifications = self.triggers, self.notifications
         poll_size = min(self.batch_size, 64)  # grows to batch_size within a few iterations if the chain is fast
+        columnar = self.slot.graph.is_columnar(self.chain)
         while not stopped.is_set():
             if triggers:
                 self._checkpoint(triggers.popleft(), 0.0)
@@ -166,7 +168,8 @@ class SubtaskRunner:
                 elapsed = now - started
                 if elapsed > self.SOURCE_ITERATION_S and poll_size > 1:
                     poll_size = max(1, int(poll_size * self.SOURCE_ITERATION_S / elapsed))
-                elif elapsed < self.SOURCE_ITERATION_S / 4 and poll_size < self.batch_size and len(batch) == poll_size:
+                elif (elapsed < self.SOURCE_ITERATION_S / 4 and poll_size < self.batch_size
+                      and (sum(b.num_rows for b in batch) if columnar else len(batch)) == poll_size):
                     poll_size = min(self.batch_size, poll_size * 2)
             if now >= next_flush:
                 writer.flush()
@@ -285,7 +288,7 @@ class SlotRunner:
             raise ValueError(f"channel for subtask {consumer} arrived at slot {self.slot}")
         gate = self.gates[edge.target_chain]
         producer_name = self.graph.chains[edge.source_chain].operators[-1].name
-        return gate, gate.index_of[(edge_id, producer)], RecordCodec(edge.type_info, producer_name)
+        return gate, gate.index_of[(edge_id, producer)], codec_for(edge.type_info, edge.schema, producer_name)
 
     def _connect_outputs(self, addresses: tuple[tuple[str, int], ...]) -> None:
         graph = self.graph
@@ -293,7 +296,7 @@ class SlotRunner:
             edge_writers = []
             tail = runner.chain.operators[-1].name
             for edge in runner.chain.outputs:
-                codec = RecordCodec(edge.type_info, tail)
+                codec = codec_for(edge.type_info, edge.schema, tail)
                 channels: dict[int, Any] = {}
                 for target in edge.targets_of(self.slot):
                     if target == self.slot:
@@ -303,7 +306,12 @@ class SlotRunner:
                         channel = RemoteChannel(addresses[target], self.attempt, edge.id, self.slot, target, codec)
                         self._remote_channels.append(channel)
                         channels[target] = channel
-                edge_writers.append(EdgeWriter(edge, self.slot, channels, graph.batch_size, graph.max_parallelism))
+                if edge.schema is not None:
+                    edge_writers.append(ColumnarEdgeWriter(edge, self.slot, channels, graph.columnar_batch_size,
+                                                           graph.max_parallelism))
+                else:
+                    edge_writers.append(EdgeWriter(edge, self.slot, channels, graph.batch_size,
+                                                   graph.max_parallelism))
             tail = runner.chain.operators[-1].operator
             runner.writer = RecordWriter(edge_writers, getattr(tail, "emits_side_outputs", False))
 

@@ -102,6 +102,34 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         state = self._states[descriptor.name] = state_class(self, descriptor)
         return state
 
+    # -- many keys at once (the columnar path) ---------------------------------------------------------
+
+    def get_many(self, state_name: str, keys: list) -> list:
+        """The values of ``keys`` in value state ``state_name`` (None where absent), in one call."""
+        groups = self._tables[state_name]
+        group_of = self.key_group_of
+        values = []
+        append = values.append
+        for key in keys:
+            table = groups.get(group_of(key))
+            append(None if table is None else table.get(key))
+        return values
+
+    def put_many(self, state_name: str, keys: list, values: list) -> None:
+        """Set value state ``state_name`` of every key in ``keys`` to the matching entry of ``values``."""
+        groups = self._tables[state_name]
+        group_of = self.key_group_of
+        snapshots = self._snapshots
+        for key, value in zip(keys, values):
+            group = group_of(key)
+            for snapshot in snapshots:  # copy-on-write: a pending group is serialised before it changes
+                if group in snapshot.pending:
+                    snapshot.touch(group)
+            table = groups.get(group)
+            if table is None:
+                table = groups[group] = {}
+            table[key] = value
+
     # -- snapshots ------------------------------------------------------------------------------------
 
     def snapshot(self) -> HeapSnapshot | None:
