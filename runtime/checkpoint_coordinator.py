@@ -128,7 +128,7 @@ class CheckpointCoordinator:
         checkpoint_id = pending.checkpoint_id
         del self.pending[checkpoint_id]
         now = self._now_ms()
-        stats = pending.stats(now)
+        stats = dataclasses.replace(pending.stats(now), completed_at=round(self.wall_clock(), 3))
         operators = {}
         for chain in self.graph.chains:
             for node in chain.operators:

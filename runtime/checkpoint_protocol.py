@@ -46,6 +46,7 @@ class Stats:
     async_ms: float
     alignment_ms: float
     bytes: int
+    completed_at: float = 0.0  # wall clock, epoch seconds: with duration_ms, when the checkpoint ran
 
 
 def should_trigger(now_ms: float, interval_ms: float | None, last_trigger_ms: float | None,
