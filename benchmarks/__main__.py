@@ -51,6 +51,7 @@ def main(argv=None) -> int:
 
     import tempfile
 
+    from benchmarks.checkpoint_dip import run_checkpoint_dip
     from benchmarks.latency import run_chandy_latency, run_sss_latency
     from benchmarks.machine import describe_machine
     from benchmarks.recovery import run_recovery
@@ -59,16 +60,20 @@ def main(argv=None) -> int:
     from benchmarks.throughput import run_chandy_reference_job
 
     records = 50_000 if args.quick else 5_000_000
+    columnar_records = 500_000 if args.quick else 100_000_000  # ~10 s at the columnar path's rate
     spark = start_spark(args.parallelism)
     repeats = args.repeats or (1 if args.quick else 3)
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up: Python workers, JIT
-    plain_runs, checkpointed_runs = [], []
-    for _ in range(repeats):  # alternated, so that drifts of the machine hit both variants alike
-        plain_runs.append(run_chandy_reference_job(spark, records, args.keys, args.parallelism))
-        with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
-            checkpointed_runs.append(run_chandy_reference_job(spark, records, args.keys, args.parallelism,
-                                                              checkpoint_dir=checkpoints))
-    chandy, checkpointed = median_run(plain_runs), median_run(checkpointed_runs)
+    run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism, columnar=True)
+    runs: dict[tuple[bool, bool], list] = {(c, k): [] for c in (False, True) for k in (False, True)}
+    for _ in range(repeats):  # alternated, so that drifts of the machine hit every variant alike
+        for columnar, checkpointing in runs:
+            n = columnar_records if columnar else records
+            with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
+                runs[columnar, checkpointing].append(run_chandy_reference_job(
+                    spark, n, args.keys, args.parallelism, checkpoints if checkpointing else None, columnar))
+    chandy, checkpointed = median_run(runs[False, False]), median_run(runs[False, True])
+    columnar, columnar_checkpointed = median_run(runs[True, False]), median_run(runs[True, True])
     baseline = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
                                      seconds=6 if args.quick else 30)
     python_state = run_python_state_count(spark, args.keys, rows_per_batch=2_000 if args.quick else 20_000,
@@ -80,6 +85,12 @@ def main(argv=None) -> int:
     ]
     recovery = run_recovery(spark, 3_000_000 if args.quick else 8_000_000, args.keys, args.parallelism,
                             full_rate=chandy["records_per_s"])
+    # throughput while 1 KiB-per-key state is checkpointed: 10 MB (quick), 100 MB and 1 GB
+    # (quick mode's rates come from runs too short to mean anything: assume 500k/s there)
+    dips = [run_checkpoint_dip(spark, keys, 1024, 6 if args.quick else 24,
+                               500_000 if args.quick else checkpointed["records_per_s"], args.parallelism,
+                               interval_s=1 if args.quick else 5)
+            for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
     spark.stop()
     snapshots = [measure_snapshot(keys) for keys in ((10_000, 100_000) if args.quick else (100_000, 1_000_000))]
     # state of 10 MB .. 1 GB: 1 KiB values
@@ -88,8 +99,8 @@ def main(argv=None) -> int:
 
     report = {"benchmark": "throughput", "quick": args.quick, "machine": describe_machine(),
               "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "results": [chandy, checkpointed, baseline, python_state], "snapshots": snapshots,
-              "latency": latencies, "recovery": recovery}
+              "results": [chandy, checkpointed, columnar, columnar_checkpointed, baseline, python_state],
+              "snapshots": snapshots, "latency": latencies, "recovery": recovery, "checkpoint_dip": dips}
     jvm, python = baseline["records_per_s"] or 0, python_state["records_per_s"] or 0
     print(f"machine: {report['machine']}")
     print(f"{'variant':42} {'records/s':>12} {'steady/s':>12} {'vs SSS JVM':>11} {'vs SSS Py':>10} exact")
@@ -102,21 +113,29 @@ def main(argv=None) -> int:
         print(f"latency {row['variant']:34} at {row['rate']:>9,}/s: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
               f"max {row['max_ms']} ms")
     overhead = 1 - checkpointed["records_per_s"] / chandy["records_per_s"]
-    print(f"checkpointing overhead: {overhead:.1%} ({checkpointed['checkpoints']} checkpoints, "
-          f"max sync part {checkpointed['max_checkpoint_sync_ms']} ms)")
+    columnar_overhead = 1 - columnar_checkpointed["records_per_s"] / columnar["records_per_s"]
+    print(f"checkpointing overhead: record API {overhead:.1%} ({checkpointed['checkpoints']} checkpoints, "
+          f"max sync part {checkpointed['max_checkpoint_sync_ms']} ms); columnar {columnar_overhead:.1%} "
+          f"({columnar_checkpointed['checkpoints']} checkpoints)")
+    for row in dips:
+        print(f"throughput with {row['state_bytes']:>13,} bytes of state checkpointed every {row['interval_s']} s: "
+              f"{row['rate_between_checkpoints']}/s between, {row['rate_during_checkpoints']}/s during "
+              f"(dip {row['dip']}, worst 100 ms {row['worst_bucket_during']}/s; longest checkpoint "
+              f"{row['max_duration_ms']} ms)")
     for row in snapshots:
         print(f"heap snapshot of {row['keys']:>9,} keys x {row['value_bytes'] or 8:>4} B: sync {row['sync_ms']:>7.3f} ms, "
               f"async {row['async_ms']:>8.1f} ms, {row['bytes']:>13,} bytes")
     print(f"recovery after SIGKILL: first record after {recovery['first_record_after_kill_s']} s, full rate "
           f"after {recovery['full_rate_after_kill_s']} s")
     report["checkpoint_overhead"] = round(overhead, 4)
+    report["columnar_checkpoint_overhead"] = round(columnar_overhead, 4)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"throughput-{'quick-' if args.quick else ''}"
                                   f"{datetime.datetime.now().strftime('%Y%m%dT%H%M%S')}.json")
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
     print(f"written: {path}")
-    return 0 if chandy["exact"] and checkpointed["exact"] and python_state["exact"] else 1
+    return 0 if all(row.get("exact") for row in report["results"]) else 1
 
 
 if __name__ == "__main__":

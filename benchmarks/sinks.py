@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pyarrow as pa
+
 from operators import Sink, SinkWriter
 
 
@@ -30,13 +32,33 @@ class _Writer(SinkWriter):
         return self.records, self.latest, self.first, self.last
 
 
+class _ColumnarWriter(_Writer):
+    """Batches of (key, count): each batch's highest count per key, by Arrow's group-by."""
+
+    def write_batch(self, batches: list) -> None:
+        self.records += sum(b.num_rows for b in batches)
+        now = time.time()
+        if self.first is None:
+            self.first = now
+        self.last = now
+        key, count = batches[0].schema.names
+        table = pa.Table.from_batches(batches).group_by(key).aggregate([(count, "max")])
+        latest = self.latest
+        for k, n in zip(table.column(key).to_pylist(), table.column(f"{count}_max").to_pylist()):
+            if n > latest.get(k, 0):
+                latest[k] = n
+
+
 class FinalCountSink(Sink):
     """Merged result: (records, {key: final count}, first record time, last record time)."""
 
     name = "final-counts"
 
+    def __init__(self, columnar: bool = False):
+        self.accepts_batches = columnar
+
     def create_writer(self, subtask_index: int, parallelism: int) -> SinkWriter:
-        return _Writer()
+        return _ColumnarWriter() if self.accepts_batches else _Writer()
 
     def merge_results(self, results: list):
         records, latest = 0, {}

@@ -18,6 +18,7 @@ def test_quick_benchmark_runs_and_every_variant_is_exact(tmp_path):
     assert report["machine"]["cores"] and report["machine"]["pyspark"]
     variants = {row["variant"]: row for row in report["results"]}
     assert set(variants) == {"chandy-record-api-no-checkpoints", "chandy-record-api-checkpoints-1s",
+                             "chandy-columnar-no-checkpoints", "chandy-columnar-checkpoints-1s",
                              "spark-sss-jvm-groupby-count", "spark-sss-python-state-rocksdb"}
     # every variant computed exactly the reference's counts
     assert all(row["exact"] is True for row in report["results"])
@@ -27,4 +28,7 @@ def test_quick_benchmark_runs_and_every_variant_is_exact(tmp_path):
     assert all(row["samples"] > 0 and row["p50_ms"] <= row["p99_ms"] <= row["max_ms"] for row in report["latency"])
     assert [s["keys"] for s in report["snapshots"]] == [10_000, 100_000, 1_000, 10_000]
     assert report["recovery"]["restarts"] == 1 and report["recovery"]["first_record_after_kill_s"] > 0
+    (dip,) = report["checkpoint_dip"]
+    assert dip["checkpoints"] >= 1 and dip["state_bytes"] > 10_000 * 1024
+    assert dip["buckets_during"] > 0 and dip["buckets_between"] > 0
     assert "vs SSS JVM" in out.stdout
