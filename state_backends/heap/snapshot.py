@@ -15,16 +15,6 @@ import threading
 __all__ = ["HeapSnapshot"]
 
 
-class _Parts(list):
-    """A pickle's output, received in frames of ~64 KB. Its ``write`` is Python code on purpose: the pickler
-    calls it after every frame, and running bytecode lets the interpreter hand the GIL to the task thread.
-    With a C writer a whole key group is pickled under one GIL hold, stalling the task for as long
-    (~10 ms per 8 MB; a key group holding a hot key's large state could stall it for seconds)."""
-
-    def write(self, data) -> None:
-        self.append(bytes(data))
-
-
 class HeapSnapshot:
     def __init__(self, backend, tables: dict[str, dict[int, dict]]):
         self._backend = backend
@@ -39,9 +29,7 @@ class HeapSnapshot:
         self._serialized: dict[int, bytes] = {}
 
     def _serialize(self, group: int) -> None:
-        parts = _Parts()
-        pickle.Pickler(parts, protocol=pickle.HIGHEST_PROTOCOL).dump(self._frozen.pop(group))
-        self._serialized[group] = b"".join(parts)
+        self._serialized[group] = pickle.dumps(self._frozen.pop(group), protocol=pickle.HIGHEST_PROTOCOL)
         self.pending.discard(group)
 
     def touch(self, group: int) -> None:
