@@ -59,6 +59,12 @@ def main(argv=None) -> int:
     from benchmarks.spark_baseline import run_jvm_groupby_count, run_python_state_count
     from benchmarks.throughput import run_chandy_reference_job
 
+    # Snapshot costs first, on a quiet machine (after Spark, its JVM's teardown descheduled the measurement).
+    snapshots = [measure_snapshot(keys) for keys in ((10_000, 100_000) if args.quick else (100_000, 1_000_000))]
+    # state of 10 MB .. 1 GB: 1 KiB values
+    sizes = (1_000, 10_000) if args.quick else (10_000, 100_000, 1_000_000)
+    snapshots += [measure_snapshot(keys, value_bytes=1024) for keys in sizes]
+
     records = 50_000 if args.quick else 5_000_000
     columnar_records = 500_000 if args.quick else 100_000_000  # ~10 s at the columnar path's rate
     spark = start_spark(args.parallelism)
@@ -92,10 +98,6 @@ def main(argv=None) -> int:
                                interval_s=1 if args.quick else 5)
             for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
     spark.stop()
-    snapshots = [measure_snapshot(keys) for keys in ((10_000, 100_000) if args.quick else (100_000, 1_000_000))]
-    # state of 10 MB .. 1 GB: 1 KiB values
-    sizes = (1_000, 10_000) if args.quick else (10_000, 100_000, 1_000_000)
-    snapshots += [measure_snapshot(keys, value_bytes=1024) for keys in sizes]
 
     report = {"benchmark": "throughput", "quick": args.quick, "machine": describe_machine(),
               "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -123,7 +125,8 @@ def main(argv=None) -> int:
               f"(dip {row['dip']}, worst 100 ms {row['worst_bucket_during']}/s; longest checkpoint "
               f"{row['max_duration_ms']} ms)")
     for row in snapshots:
-        print(f"heap snapshot of {row['keys']:>9,} keys x {row['value_bytes'] or 8:>4} B: sync {row['sync_ms']:>7.3f} ms, "
+        print(f"heap snapshot of {row['keys']:>9,} keys x {row['value_bytes'] or 8:>4} B: sync {row['sync_ms']:>7.3f} ms "
+              f"(median {row['sync_median_ms']:.3f}), "
               f"async {row['async_ms']:>8.1f} ms, {row['bytes']:>13,} bytes")
     print(f"recovery after SIGKILL: first record after {recovery['first_record_after_kill_s']} s, full rate "
           f"after {recovery['full_rate_after_kill_s']} s")

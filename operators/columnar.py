@@ -84,13 +84,12 @@ class MapBatchesOperator(OneInputOperator):
 
     def __init__(self, name: str, function: Callable, schema: pa.Schema):
         super().__init__(name, function)
-        self.call = getattr(function, "map_batch", function)
         self.schema = schema
 
     def process_batch(self, batches: list) -> list:
         out = []
         for batch in batches:
-            result = as_record_batch(self.call(batch), self.schema, self.name)
+            result = as_record_batch(self.function(batch), self.schema, self.name)
             if result.num_rows:
                 out.append(result)
         return out

@@ -142,6 +142,11 @@ class Chain:
     def is_source(self) -> bool:
         return self.operators[0].is_source
 
+    @property
+    def is_columnar_source(self) -> bool:
+        """Its source emits Arrow record batches: poll sizes count rows, not records."""
+        return self.is_source and self.operators[0].schema is not None
+
 
 @dataclass(frozen=True)
 class CheckpointSettings:
@@ -161,9 +166,6 @@ class JobGraph:
     batch_size: int
     checkpointing: CheckpointSettings | None = None
     columnar_batch_size: int = 65536  # rows per Arrow batch on the columnar path
-
-    def is_columnar(self, chain: "Chain") -> bool:
-        return chain.operators[0].schema is not None
 
     @property
     def slots(self) -> int:

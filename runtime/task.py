@@ -83,7 +83,7 @@ class SubtaskRunner:
         self.writer: RecordWriter | None = None
         self.buffer_timeout = slot.graph.buffer_timeout_ms / 1000.0
         # A columnar source's poll size counts rows of one Arrow batch, not Python records.
-        self.batch_size = slot.graph.columnar_batch_size if slot.graph.is_columnar(chain) else slot.graph.batch_size
+        self.batch_size = slot.graph.columnar_batch_size if chain.is_columnar_source else slot.graph.batch_size
         self.backends = [getattr(op.runtime_context, "keyed_backend", None) for op in self.operators]
         self.triggers: deque = deque()  # checkpoint ids to inject (sources), appended by the control thread
         self.notifications: deque = deque()  # completed checkpoint ids, appended by the control thread
@@ -151,7 +151,7 @@ class SubtaskRunner:
         next_flush = time.monotonic() + timeout
         triggers, notifications = self.triggers, self.notifications
         poll_size = min(self.batch_size, 64)  # grows to batch_size within a few iterations if the chain is fast
-        columnar = self.slot.graph.is_columnar(self.chain)
+        columnar = self.chain.is_columnar_source
         while not stopped.is_set():
             if triggers:
                 self._checkpoint(triggers.popleft(), 0.0)
