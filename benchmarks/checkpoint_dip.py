@@ -115,6 +115,7 @@ def run_checkpoint_dip(spark, keys: int, value_bytes: int, seconds: float, rate_
         "rate_between_checkpoints": rate_between,
         "rate_during_checkpoints": rate_during,
         "worst_bucket_during": min(during, default=None),
+        "worst_bucket_between": min(between, default=None),
         "dip": round(1 - rate_during / rate_between, 4) if rate_during and rate_between else None,
         "buckets_during": len(during),
         "buckets_between": len(between),

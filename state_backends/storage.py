@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import struct
 from dataclasses import asdict, dataclass
 from typing import Iterable, Iterator
 
@@ -31,6 +32,13 @@ OPERATOR_STATE_GROUP = -1
 METADATA = "_metadata"
 _CHK = re.compile(r"^chk-(\d+)$")
 _SCHEMA = pa.schema([pa.field("key_group", pa.int32()), pa.field("payload", pa.large_binary())])
+
+
+def _binary_without_copy(payload: bytes) -> pa.Array:
+    """A one-value ``large_binary`` array over ``payload``'s own memory. ``pa.array([payload])`` copies it,
+    holding the GIL: ~0.25 s per 500 MB of state, taken from the task thread at every checkpoint."""
+    offsets = pa.py_buffer(struct.pack("<qq", 0, len(payload)))
+    return pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(payload)])
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,7 @@ class CheckpointStorage:
                 for group, payload in rows:
                     groups.append(group)
                     writer.write_batch(pa.RecordBatch.from_arrays(
-                        [pa.array([group], pa.int32()), pa.array([payload], pa.large_binary())], schema=_SCHEMA))
+                        [pa.array([group], pa.int32()), _binary_without_copy(payload)], schema=_SCHEMA))
         return StateFileInfo(uid, subtask, relative, self.fs.size(path), tuple(groups))
 
     def write_metadata(self, checkpoint_id: int, metadata: dict) -> None:
