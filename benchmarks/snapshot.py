@@ -39,7 +39,7 @@ def measure_snapshot(keys: int, value_bytes: int = 0, max_parallelism: int = 128
                 backend.release(snapshot)
         sync_ms, median_ms = max(sync_times), statistics.median(sync_times)
         started = time.perf_counter()
-        info = storage.write_state_file(1, "count", 0, snapshot.serialize_all())
+        info = storage.write_state_file(1, "count", 0, snapshot.serialized())
         async_ms = (time.perf_counter() - started) * 1000
     finally:
         shutil.rmtree(directory, ignore_errors=True)

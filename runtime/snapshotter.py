@@ -7,6 +7,7 @@ acknowledged only after all its files are stored; a failure declines the checkpo
 
 from __future__ import annotations
 
+import itertools
 import logging
 import pickle
 import queue
@@ -66,6 +67,9 @@ class Snapshotter:
             try:
                 self.send(self._store(snapshot))
             except Exception as exc:  # a failed upload declines this checkpoint; the job decides what next
+                for operator in snapshot.operators:
+                    if operator.keyed is not None:
+                        operator.keyed.discard()
                 # Often benign: the coordinator aborted this checkpoint and removed its directory meanwhile.
                 log.warning("checkpoint %d of task %d.%d not stored: %s: %s", snapshot.checkpoint_id,
                             snapshot.chain, snapshot.subtask, type(exc).__name__, exc)
@@ -79,13 +83,14 @@ class Snapshotter:
         files = []
         offsets = {}
         for operator in snapshot.operators:
-            rows = operator.keyed.serialize_all() if operator.keyed is not None else []
+            rows: list = []
             if operator.operator_state:
                 rows.append((OPERATOR_STATE_GROUP,
                              pickle.dumps(operator.operator_state, protocol=pickle.HIGHEST_PROTOCOL)))
-            if rows:
+            if operator.keyed is not None or rows:  # keyed groups stream straight into the file
+                keyed = operator.keyed.serialized() if operator.keyed is not None else ()
                 files.append(self.storage.write_state_file(snapshot.checkpoint_id, operator.uid,
-                                                           snapshot.subtask, rows))
+                                                           snapshot.subtask, itertools.chain(rows, keyed)))
             if operator.source_offsets is not None:
                 offsets[operator.uid] = operator.source_offsets
         async_ms = (time.monotonic() - snapshot.started) * 1000.0 - snapshot.sync_ms

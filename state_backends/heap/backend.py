@@ -122,7 +122,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         snapshots = self._snapshots
         for key, value in zip(keys, values):
             group = group_of(key)
-            for snapshot in snapshots:  # copy-on-write: a pending group is serialised before it changes
+            for snapshot in snapshots:  # copy-on-write: a pending group is captured before it changes
                 if group in snapshot.pending:
                     snapshot.touch(group)
             table = groups.get(group)
@@ -145,7 +145,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._snapshots = tuple(s for s in self._snapshots if s is not snapshot)
 
     def restore_key_group(self, group: int, payload: bytes) -> None:
-        """Load one key group's tables, as :meth:`HeapSnapshot.serialize_all` wrote them."""
+        """Load one key group's tables, as :meth:`HeapSnapshot.serialized` wrote them."""
         if group not in self.key_groups:
             raise ValueError(f"key group {group} is not in this subtask's range {tuple(self.key_groups)}")
         for name, table in pickle.loads(payload).items():

@@ -100,7 +100,7 @@ def test_a_snapshot_taken_between_batches_holds_the_state_at_that_point():
     snapshot = backend.snapshot()
     operator.process_batch([batch])  # touches every key group before the snapshot is serialised
     restored = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
-    for group, payload in snapshot.serialize_all():
+    for group, payload in snapshot.serialized():
         restored.restore_key_group(group, payload)
     assert {k: v for _, k, v in restored.entries("count")} == {k: 20 for k in range(50)}
     assert set(backend.get_many("count", list(range(50)))) == {40}

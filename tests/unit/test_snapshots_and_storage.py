@@ -38,7 +38,7 @@ def test_snapshot_is_the_state_at_the_barrier_whatever_happens_after():
         mapping.put("late", True)
     backend.set_current_key("new key")
     value.update({"n": 0})
-    restored = restore(snapshot.serialize_all())
+    restored = restore(list(snapshot.serialized()))
     v = restored.get_state(ValueStateDescriptor("v"))
     lst = restored.get_state(ListStateDescriptor("l"))
     m = restored.get_state(MapStateDescriptor("m"))
@@ -55,9 +55,119 @@ def test_snapshot_sync_part_does_not_touch_keys():
     backend, *_ = backend_with_state(keys=5000)
     snapshot = backend.snapshot()
     assert snapshot.pending == {assign_to_key_group(k, 128) for k in range(5000)}
-    assert snapshot._serialized == {}, "nothing is serialised at the barrier"
-    snapshot.serialize_all()
+    assert snapshot._pickled == {} and all(
+        snapshot._frozen[group]["v"] is backend._tables["v"][group] for group in snapshot.pending
+    ), "nothing is copied at the barrier"
+    list(snapshot.serialized())
     assert backend._snapshots == ()
+
+
+def counts_backend(keys, value_of):
+    backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+    state = backend.get_state(ValueStateDescriptor("v"))
+    for key in range(keys):
+        backend.set_current_key(key)
+        state.update(value_of(key))
+    return backend, state
+
+
+def restored_values(snapshot, keys):
+    restored = restore(snapshot.serialized())
+    v = restored.get_state(ValueStateDescriptor("v"))
+    values = {}
+    for key in keys:
+        restored.set_current_key(key)
+        values[key] = v.value()
+    return values
+
+
+def test_the_task_captures_a_pending_group_before_changing_it():
+    backend, state = counts_backend(5000, lambda key: (key, b"payload"))
+    snapshot = backend.snapshot()
+    backend.set_current_key(7)
+    state.update((-1, b"changed"))
+    assert list(snapshot._pickled) == [assign_to_key_group(7, 128)], "only the touched group, at touch"
+    assert restored_values(snapshot, [7, 8]) == {7: (7, b"payload"), 8: (8, b"payload")}
+
+
+def test_updates_deletes_and_new_keys_after_the_barrier_do_not_reach_the_snapshot():
+    backend, state = counts_backend(300, lambda key: (key, b"payload", "s", 1.5, None))
+    snapshot = backend.snapshot()
+    for key in range(0, 300, 2):
+        backend.set_current_key(key)
+        state.update((-1, b"changed", "t", 0.0, None))
+    for key in range(1, 300, 4):
+        backend.set_current_key(key)
+        state.clear()
+    for key in range(300, 400):
+        backend.set_current_key(key)
+        state.update((key, b"new", "n", 0.0, None))
+    assert restored_values(snapshot, range(400)) == {
+        key: (key, b"payload", "s", 1.5, None) if key < 300 else None for key in range(400)}
+
+
+def test_values_mutated_in_place_after_the_barrier_do_not_reach_the_snapshot():
+    backend, state = counts_backend(300, lambda key: (key, [key]))  # a list inside a tuple: mutable
+    snapshot = backend.snapshot()
+    for key in range(300):
+        backend.set_current_key(key)
+        state.value()[1].append("late")  # in place, without update()
+    assert restored_values(snapshot, range(300)) == {key: (key, [key]) for key in range(300)}
+
+
+def test_a_group_already_written_is_not_changed_by_later_updates():
+    backend, state = counts_backend(300, lambda key: [key])
+    snapshot = backend.snapshot()
+    rows = snapshot.serialized()
+    first_group, first_payload = next(rows)  # captured: no longer pending, the task may change it now
+    for key in range(300):
+        backend.set_current_key(key)
+        state.value().append("late")
+    rest = restore([(first_group, first_payload), *rows])
+    v = rest.get_state(ValueStateDescriptor("v"))
+    for key in range(300):
+        rest.set_current_key(key)
+        assert v.value() == [key]
+
+
+def test_a_value_that_cannot_be_copied_fails_the_checkpoint_not_the_task():
+    import threading
+
+    backend, state = counts_backend(10, lambda key: [key])
+    backend.set_current_key(3)
+    state.update([threading.Lock()])
+    snapshot = backend.snapshot()
+    backend.set_current_key(3)  # the task goes on
+    with pytest.raises(TypeError, match="cannot be checkpointed"):
+        list(snapshot.serialized())
+    assert backend._snapshots == ()
+
+
+def test_snapshot_streams_one_group_at_a_time():
+    backend, _ = counts_backend(5000, lambda key: key)
+    snapshot = backend.snapshot()
+    groups = len(snapshot.pending)
+    rows = snapshot.serialized()
+    next(rows)
+    assert len(snapshot.pending) == groups - 1, "the rest is not pickled before the first is written"
+    assert len(list(rows)) == groups - 1 and backend._snapshots == ()
+
+
+def test_a_snapshot_that_fails_to_upload_is_released(tmp_path):
+    from runtime.messages import DeclineCheckpoint
+    from runtime.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
+
+    class FailingStorage:
+        def write_state_file(self, checkpoint_id, uid, subtask, rows):
+            raise OSError("disk full")  # before reading a single group
+
+    backend, _ = counts_backend(1000, lambda key: key)
+    sent = []
+    snapshotter = Snapshotter(FailingStorage(), 0, sent.append)
+    snapshotter.submit(TaskSnapshot(1, 0, 0, [OperatorSnapshot("op", backend.snapshot())], 0.0, 0.0, 0.0))
+    snapshotter.close(timeout=10)
+    assert [type(m) for m in sent] == [DeclineCheckpoint] and "disk full" in sent[0].reason
+    assert backend._snapshots == (), "the task no longer pays for a checkpoint that failed"
 
 
 def test_state_file_reads_only_the_requested_key_groups(tmp_path):
