@@ -190,7 +190,8 @@ class CheckpointCoordinator:
     def _abort(self, checkpoint_id: int, reason: str, count_failure: bool = True) -> JobFailedError | None:
         if self.pending.pop(checkpoint_id, None) is None:
             return None
-        log.warning("checkpoint %d aborted: %s", checkpoint_id, reason)
+        # Expected aborts (the input ended mid-checkpoint) are not the user's concern; failures are.
+        log.log(logging.WARNING if count_failure else logging.INFO, "checkpoint %d aborted: %s", checkpoint_id, reason)
         if self.control is not None:
             self.control.broadcast(NotifyCheckpointAborted(self.attempt, checkpoint_id))
         try:

@@ -42,6 +42,7 @@ from runtime.messages import (
     Addresses,
     Cancel,
     DeclineCheckpoint,
+    NotifyCheckpointAborted,
     NotifyCheckpointComplete,
     Register,
     SubtaskFinished,
@@ -351,6 +352,9 @@ class SlotRunner:
                                                         self.slot, "the source has finished"))
                         else:
                             runner.triggers.append(message.checkpoint_id)
+                elif isinstance(message, NotifyCheckpointAborted):
+                    if self.snapshotter is not None:
+                        self.snapshotter.abort(message.checkpoint_id)
                 elif isinstance(message, NotifyCheckpointComplete):
                     for runner in self.runners:
                         if not runner.finished:

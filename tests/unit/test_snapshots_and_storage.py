@@ -228,3 +228,24 @@ def test_cli_lists_and_describes_checkpoints(tmp_path, capsys):
     assert "subtask 0: op/0.arrow" in capsys.readouterr().out
     assert chandy(["checkpoint", str(tmp_path / "job"), "5"]) == 2
     assert "Usable checkpoints: [1, 2]" in capsys.readouterr().err
+
+
+def test_an_aborted_checkpoint_stops_being_written_and_is_not_reported():
+    from runtime.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
+
+    written = []
+
+    class AbortingStorage:  # the coordinator aborts checkpoint 1 while its first key group is written
+        def write_state_file(self, checkpoint_id, uid, subtask, rows):
+            for group, _ in rows:
+                written.append(group)
+                snapshotter.abort(checkpoint_id)
+
+    backend, _ = counts_backend(5000, lambda key: key)
+    sent = []
+    snapshotter = Snapshotter(AbortingStorage(), 0, sent.append)
+    snapshotter.submit(TaskSnapshot(1, 0, 0, [OperatorSnapshot("op", backend.snapshot())], 0.0, 0.0, 0.0))
+    snapshotter.close(timeout=10)
+    assert len(written) == 1, "no key group is written after the abort"
+    assert sent == [], "the coordinator already knows: no ack, no decline"
+    assert backend._snapshots == ()
