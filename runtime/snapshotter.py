@@ -84,17 +84,28 @@ class Snapshotter:
                 for operator in snapshot.operators:
                     if operator.keyed is not None:
                         operator.keyed.discard()
-                if snapshot.checkpoint_id in self._aborted:  # expected: e.g. its directory was removed
+                if snapshot.checkpoint_id in self._aborted:  # the coordinator knows
                     log.debug("checkpoint %d of task %d.%d given up: it was aborted", snapshot.checkpoint_id,
                               snapshot.chain, snapshot.subtask)
                     continue
-                log.warning("checkpoint %d of task %d.%d not stored: %s: %s", snapshot.checkpoint_id,
-                            snapshot.chain, snapshot.subtask, type(exc).__name__, exc)
+                log.log(logging.DEBUG if self._directory_removed(snapshot, exc) else logging.WARNING,
+                        "checkpoint %d of task %d.%d not stored: %s: %s", snapshot.checkpoint_id,
+                        snapshot.chain, snapshot.subtask, type(exc).__name__, exc)
                 try:
                     self.send(DeclineCheckpoint(self.attempt, snapshot.checkpoint_id, snapshot.chain,
                                                 snapshot.subtask, f"{type(exc).__name__}: {exc}"))
                 except OSError:
                     return
+
+    def _directory_removed(self, snapshot: TaskSnapshot, exc: Exception) -> bool:
+        """The checkpoint's directory is gone: almost always the coordinator aborted the checkpoint and its
+        notice is still on the way, which is not worth a warning."""
+        if not isinstance(exc, FileNotFoundError):
+            return False
+        try:
+            return not self.storage.fs.exists(self.storage.checkpoint_dir(snapshot.checkpoint_id))
+        except Exception:  # cannot tell: report it
+            return False
 
     def _unless_aborted(self, checkpoint_id: int, rows: Iterator) -> Iterator:
         for row in rows:

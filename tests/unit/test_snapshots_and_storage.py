@@ -249,3 +249,19 @@ def test_an_aborted_checkpoint_stops_being_written_and_is_not_reported():
     assert len(written) == 1, "no key group is written after the abort"
     assert sent == [], "the coordinator already knows: no ack, no decline"
     assert backend._snapshots == ()
+
+
+def test_a_checkpoint_whose_directory_was_removed_is_declined_without_a_warning(tmp_path, caplog, monkeypatch):
+    from runtime.messages import DeclineCheckpoint
+    from runtime.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
+
+    storage = CheckpointStorage(f"file://{tmp_path}", "job")  # chk-1 was never created: as if removed
+    monkeypatch.setattr(storage.fs, "makedirs", lambda *a, **k: None)  # fsspec shares the instance
+    backend, _ = counts_backend(100, lambda key: key)
+    sent = []
+    snapshotter = Snapshotter(storage, 0, sent.append)
+    snapshotter.submit(TaskSnapshot(1, 0, 0, [OperatorSnapshot("op", backend.snapshot())], 0.0, 0.0, 0.0))
+    with caplog.at_level("DEBUG", logger="runtime.snapshotter"):
+        snapshotter.close(timeout=10)
+    assert [type(m) for m in sent] == [DeclineCheckpoint]
+    assert [r.levelname for r in caplog.records] == ["DEBUG"] and "FileNotFoundError" in caplog.text
