@@ -53,12 +53,13 @@ def main(argv=None) -> int:
 
     from benchmarks.checkpoint_dip import run_checkpoint_dip
     from benchmarks.latency import run_chandy_latency, run_sss_latency
-    from benchmarks.machine import describe_machine
+    from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.recovery import run_recovery
     from benchmarks.snapshot import measure_snapshot
     from benchmarks.spark_baseline import run_jvm_groupby_count, run_python_state_count
     from benchmarks.throughput import run_chandy_reference_job
 
+    steadiness = [cpu_steadiness()]
     # Snapshot costs first, on a quiet machine (after Spark, its JVM's teardown descheduled the measurement).
     snapshots = [measure_snapshot(keys) for keys in ((10_000, 100_000) if args.quick else (100_000, 1_000_000))]
     # state of 10 MB .. 1 GB: 1 KiB values
@@ -84,9 +85,11 @@ def main(argv=None) -> int:
                                      seconds=6 if args.quick else 30)
     python_state = run_python_state_count(spark, args.keys, rows_per_batch=2_000 if args.quick else 20_000,
                                           seconds=15 if args.quick else 40)
-    # latency at half of each system's measured peak (DESIGN §7)
+    # latency at half of each system's measured peak (DESIGN §7); Chandy's at a quarter too, which tells
+    # the engine's own latency from queueing when the machine's speed varies during the run
     latencies = [
         run_chandy_latency(spark, chandy["records_per_s"] / 2, 3 if args.quick else 10, args.keys, args.parallelism),
+        run_chandy_latency(spark, chandy["records_per_s"] / 4, 3 if args.quick else 10, args.keys, args.parallelism),
         run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 8 if args.quick else 20, args.keys),
     ]
     recovery = run_recovery(spark, 3_000_000 if args.quick else 8_000_000, args.keys, args.parallelism,
@@ -98,13 +101,18 @@ def main(argv=None) -> int:
                                interval_s=1 if args.quick else 5)
             for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
     spark.stop()
+    steadiness.append(cpu_steadiness())
 
     report = {"benchmark": "throughput", "quick": args.quick, "machine": describe_machine(),
+              "cpu_steadiness": {"before": steadiness[0], "after": steadiness[1]},
               "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "results": [chandy, checkpointed, columnar, columnar_checkpointed, baseline, python_state],
               "snapshots": snapshots, "latency": latencies, "recovery": recovery, "checkpoint_dip": dips}
     jvm, python = baseline["records_per_s"] or 0, python_state["records_per_s"] or 0
     print(f"machine: {report['machine']}")
+    before, after = ("{loop_ms_min}-{loop_ms_max} ms".format(**s) for s in steadiness)
+    print(f"steadiness: one fixed Python loop took {before} before the run, {after} after "
+          "(a wide spread: the machine's speed varied, and the rates with it)")
     print(f"{'variant':42} {'records/s':>12} {'steady/s':>12} {'vs SSS JVM':>11} {'vs SSS Py':>10} exact")
     for row in report["results"]:
         rate = row["records_per_s"] or 0

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+import time
+
+_LOOP = 2_000_000
 
 
 def describe_machine() -> dict:
@@ -25,3 +28,20 @@ def describe_machine() -> dict:
         "pyarrow": pyarrow.__version__,
         "platform": platform.platform(),
     }
+
+
+def cpu_steadiness(samples: int = 8) -> dict:
+    """How long one fixed single-threaded Python loop takes, ``samples`` times: the spread says how steady
+    the machine was (a shared VM's varies by 2x at times, and every rate measured then with it).
+
+    >>> row = cpu_steadiness(2); row["loop_ms_min"] <= row["loop_ms_max"]
+    True
+    """
+    times = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        total = 0
+        for i in range(_LOOP):
+            total += i
+        times.append((time.perf_counter() - started) * 1000)
+    return {"loop_ms_min": round(min(times), 1), "loop_ms_max": round(max(times), 1)}
