@@ -39,6 +39,30 @@ def median_run(runs: list[dict]) -> dict:
     return median
 
 
+def paired_overhead(plain: list[dict], checkpointed: list[dict]) -> float:
+    """The median over run pairs of ``1 - rate with checkpoints / rate without``. Each pair ran back to back,
+    so a drift of the machine's speed between pairs (2x at times on a shared VM) cancels out; a ratio of
+    the two medians would take them from different minutes.
+
+    >>> rates = lambda *r: [{"records_per_s": x} for x in r]
+    >>> paired_overhead(rates(100, 50, 80), rates(98, 49, 60))
+    0.02
+    """
+    ratios = sorted(1 - c["records_per_s"] / p["records_per_s"] for p, c in zip(plain, checkpointed))
+    middle = len(ratios) // 2
+    return round(ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2, 4)
+
+
+def steadiness_verdict(samples: list[dict]) -> str:
+    """Whether a fixed loop took about as long before the run as after it, i.e. whether rates measured in
+    between can be compared with each other."""
+    fastest = min(s["loop_ms_min"] for s in samples)
+    slowest = max(s["loop_ms_max"] for s in samples)
+    if slowest <= 1.2 * fastest:
+        return "steady"
+    return f"NOT steady: {slowest / fastest:.1f}x spread, the machine's speed varied and the rates with it"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes: proves it runs, measures nothing")
@@ -73,8 +97,9 @@ def main(argv=None) -> int:
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up: Python workers, JIT
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism, columnar=True)
     runs: dict[tuple[bool, bool], list] = {(c, k): [] for c in (False, True) for k in (False, True)}
-    for _ in range(repeats):  # alternated, so that drifts of the machine hit every variant alike
-        for columnar, checkpointing in runs:
+    for repeat in range(repeats):  # alternated, so that drifts of the machine hit every variant alike:
+        first = repeat % 2 == 1  # with and without checkpoints back to back, taking turns to go first
+        for columnar, checkpointing in ((c, k) for c in (False, True) for k in (first, not first)):
             n = columnar_records if columnar else records
             with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
                 runs[columnar, checkpointing].append(run_chandy_reference_job(
@@ -111,8 +136,8 @@ def main(argv=None) -> int:
     jvm, python = baseline["records_per_s"] or 0, python_state["records_per_s"] or 0
     print(f"machine: {report['machine']}")
     before, after = ("{loop_ms_min}-{loop_ms_max} ms".format(**s) for s in steadiness)
-    print(f"steadiness: one fixed Python loop took {before} before the run, {after} after "
-          "(a wide spread: the machine's speed varied, and the rates with it)")
+    print(f"steadiness: one fixed Python loop took {before} before the run, {after} after: "
+          f"{steadiness_verdict(steadiness)}")
     print(f"{'variant':42} {'records/s':>12} {'steady/s':>12} {'vs SSS JVM':>11} {'vs SSS Py':>10} exact")
     for row in report["results"]:
         rate = row["records_per_s"] or 0
@@ -122,24 +147,25 @@ def main(argv=None) -> int:
     for row in latencies:
         print(f"latency {row['variant']:34} at {row['rate']:>9,}/s: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
               f"max {row['max_ms']} ms")
-    overhead = 1 - checkpointed["records_per_s"] / chandy["records_per_s"]
-    columnar_overhead = 1 - columnar_checkpointed["records_per_s"] / columnar["records_per_s"]
-    print(f"checkpointing overhead: record API {overhead:.1%} ({checkpointed['checkpoints']} checkpoints, "
-          f"max sync part {checkpointed['max_checkpoint_sync_ms']} ms); columnar {columnar_overhead:.1%} "
-          f"({columnar_checkpointed['checkpoints']} checkpoints)")
+    overhead = paired_overhead(runs[False, False], runs[False, True])
+    columnar_overhead = paired_overhead(runs[True, False], runs[True, True])
+    print(f"checkpointing overhead (median of back-to-back pairs): record API {overhead:.1%} "
+          f"({checkpointed['checkpoints']} checkpoints, max sync part {checkpointed['max_checkpoint_sync_ms']} ms); "
+          f"columnar {columnar_overhead:.1%} ({columnar_checkpointed['checkpoints']} checkpoints)")
     for row in dips:
         print(f"throughput with {row['state_bytes']:>13,} bytes of state checkpointed every {row['interval_s']} s: "
-              f"{row['rate_between_checkpoints']}/s between, {row['rate_during_checkpoints']}/s during "
-              f"(dip {row['dip']}, worst 100 ms {row['worst_bucket_during']}/s; longest checkpoint "
-              f"{row['max_duration_ms']} ms)")
+              f"{row['rate_between_checkpoints'] or 0:,.0f}/s between, {row['rate_during_checkpoints'] or 0:,.0f}/s "
+              f"during (dip {row['dip'] or 0:.1%}, worst 100 ms {row['worst_bucket_during'] or 0:,.0f}/s; longest "
+              f"checkpoint {row['max_duration_ms'] or 0:,.0f} ms)")
     for row in snapshots:
         print(f"heap snapshot of {row['keys']:>9,} keys x {row['value_bytes'] or 8:>4} B: sync {row['sync_ms']:>7.3f} ms "
               f"(median {row['sync_median_ms']:.3f}), "
               f"async {row['async_ms']:>8.1f} ms, {row['bytes']:>13,} bytes")
     print(f"recovery after SIGKILL: first record after {recovery['first_record_after_kill_s']} s, full rate "
           f"after {recovery['full_rate_after_kill_s']} s")
-    report["checkpoint_overhead"] = round(overhead, 4)
-    report["columnar_checkpoint_overhead"] = round(columnar_overhead, 4)
+    report["checkpoint_overhead"] = overhead
+    report["columnar_checkpoint_overhead"] = columnar_overhead
+    report["cpu_steadiness"]["verdict"] = steadiness_verdict(steadiness)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"throughput-{'quick-' if args.quick else ''}"
                                   f"{datetime.datetime.now().strftime('%Y%m%dT%H%M%S')}.json")

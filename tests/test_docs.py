@@ -9,7 +9,7 @@ import re
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ["runtime", "operators", "state_backends"]
+PACKAGES = ["runtime", "operators", "state_backends", "benchmarks"]
 
 
 def all_modules():

@@ -28,6 +28,8 @@ def test_quick_benchmark_runs_and_every_variant_is_exact(tmp_path):
                                                              "spark-sss-jvm-groupby-count"]
     assert report["latency"][0]["rate"] > report["latency"][1]["rate"], "half of the peak, then a quarter"
     assert 0 < report["cpu_steadiness"]["before"]["loop_ms_min"] <= report["cpu_steadiness"]["before"]["loop_ms_max"]
+    assert report["cpu_steadiness"]["verdict"].startswith(("steady", "NOT steady"))
+    assert isinstance(report["checkpoint_overhead"], float) and report["checkpoint_overhead"] < 1
     assert all(row["samples"] > 0 and row["p50_ms"] <= row["p99_ms"] <= row["max_ms"] for row in report["latency"])
     assert [s["keys"] for s in report["snapshots"]] == [10_000, 100_000, 1_000, 10_000]
     assert report["recovery"]["restarts"] == 1 and report["recovery"]["first_record_after_kill_s"] > 0
