@@ -145,12 +145,14 @@ def main(argv=None) -> int:
         print(f"{row['variant']:42} {rate:>12,} {row.get('steady_records_per_s') or 0:>12,} {versus[0]:>11} "
               f"{versus[1]:>10} {row.get('exact', '')}")
     for row in latencies:
+        alignment = f", checkpoint alignment up to {row['max_alignment_ms']} ms" if "max_alignment_ms" in row else ""
         print(f"latency {row['variant']:34} at {row['rate']:>9,}/s: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
-              f"max {row['max_ms']} ms")
+              f"max {row['max_ms']} ms{alignment}")
     overhead = paired_overhead(runs[False, False], runs[False, True])
     columnar_overhead = paired_overhead(runs[True, False], runs[True, True])
     print(f"checkpointing overhead (median of back-to-back pairs): record API {overhead:.1%} "
-          f"({checkpointed['checkpoints']} checkpoints, max sync part {checkpointed['max_checkpoint_sync_ms']} ms); "
+          f"({checkpointed['checkpoints']} checkpoints, max sync part {checkpointed['max_checkpoint_sync_ms']} ms, "
+          f"median alignment {checkpointed['median_alignment_ms']} ms); "
           f"columnar {columnar_overhead:.1%} ({columnar_checkpointed['checkpoints']} checkpoints)")
     for row in dips:
         print(f"throughput with {row['state_bytes']:>13,} bytes of state checkpointed every {row['interval_s']} s: "

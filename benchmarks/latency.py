@@ -79,8 +79,10 @@ def run_chandy_latency(spark, records_per_second: float, seconds: float, keys: i
             .sink_to(LatencySink()))
         result = env.execute("benchmark-latency")
     (samples,) = result.sink_results.values()
+    alignments = [s.alignment_ms for s in result.checkpoints]
     return {"variant": "chandy-record-api-checkpoints-1s", "rate": round(records_per_second),
-            "samples": len(samples), **percentiles([x * 1000 for x in samples])}
+            "samples": len(samples), **percentiles([x * 1000 for x in samples]),
+            "max_alignment_ms": max(alignments, default=None)}
 
 
 def run_sss_latency(spark, records_per_second: float, seconds: float, keys: int) -> dict:

@@ -7,6 +7,7 @@ checked against the plain-Python reference every time: a fast wrong answer is no
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import pyarrow.compute as pc
@@ -54,6 +55,7 @@ def run_chandy_reference_job(spark, records: int, keys: int, parallelism: int,
                    + ("checkpoints-1s" if checkpoint_dir else "no-checkpoints"),
         "checkpoints": len(stats),
         "max_checkpoint_sync_ms": max((s.sync_ms for s in stats), default=None),
+        "median_alignment_ms": statistics.median(s.alignment_ms for s in stats) if stats else None,
         "records": records,
         "parallelism": parallelism,
         "exact": exact,
