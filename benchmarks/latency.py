@@ -16,9 +16,9 @@ import random
 import tempfile
 import time
 
+from benchmarks.spark_baseline import run_for
 from operators import KeyedProcessFunction, Sink, SinkWriter, ValueStateDescriptor
 from operators.sources import SequenceSource
-from benchmarks.spark_baseline import run_for
 from runtime import StreamExecutionEnvironment
 
 SAMPLE_EVERY = 8
@@ -62,7 +62,7 @@ class LatencySink(Sink):
 def percentiles(sorted_ms: list[float]) -> dict:
     if not sorted_ms:
         return {"p50_ms": None, "p99_ms": None, "max_ms": None}
-    pick = lambda q: sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]  # noqa: E731
+    pick = lambda q: sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
     return {"p50_ms": round(pick(0.5), 1), "p99_ms": round(pick(0.99), 1), "max_ms": round(sorted_ms[-1], 1)}
 
 
