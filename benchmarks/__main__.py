@@ -11,6 +11,7 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,9 +49,8 @@ def paired_overhead(plain: list[dict], checkpointed: list[dict]) -> float:
     >>> paired_overhead(rates(100, 50, 80), rates(98, 49, 60))
     0.02
     """
-    ratios = sorted(1 - c["records_per_s"] / p["records_per_s"] for p, c in zip(plain, checkpointed))
-    middle = len(ratios) // 2
-    return round(ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2, 4)
+    ratios = [1 - c["records_per_s"] / p["records_per_s"] for p, c in zip(plain, checkpointed)]
+    return round(statistics.median(ratios), 4)
 
 
 def steadiness_verdict(samples: list[dict]) -> str:
@@ -129,7 +129,8 @@ def main(argv=None) -> int:
     steadiness.append(cpu_steadiness())
 
     report = {"benchmark": "throughput", "quick": args.quick, "machine": describe_machine(),
-              "cpu_steadiness": {"before": steadiness[0], "after": steadiness[1]},
+              "cpu_steadiness": {"before": steadiness[0], "after": steadiness[1],
+                                 "verdict": steadiness_verdict(steadiness)},
               "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "results": [chandy, checkpointed, columnar, columnar_checkpointed, baseline, python_state],
               "snapshots": snapshots, "latency": latencies, "recovery": recovery, "checkpoint_dip": dips}
@@ -137,7 +138,7 @@ def main(argv=None) -> int:
     print(f"machine: {report['machine']}")
     before, after = ("{loop_ms_min}-{loop_ms_max} ms".format(**s) for s in steadiness)
     print(f"steadiness: one fixed Python loop took {before} before the run, {after} after: "
-          f"{steadiness_verdict(steadiness)}")
+          f"{report['cpu_steadiness']['verdict']}")
     print(f"{'variant':42} {'records/s':>12} {'steady/s':>12} {'vs SSS JVM':>11} {'vs SSS Py':>10} exact")
     for row in report["results"]:
         rate = row["records_per_s"] or 0
@@ -167,7 +168,6 @@ def main(argv=None) -> int:
           f"after {recovery['full_rate_after_kill_s']} s")
     report["checkpoint_overhead"] = overhead
     report["columnar_checkpoint_overhead"] = columnar_overhead
-    report["cpu_steadiness"]["verdict"] = steadiness_verdict(steadiness)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"throughput-{'quick-' if args.quick else ''}"
                                   f"{datetime.datetime.now().strftime('%Y%m%dT%H%M%S')}.json")
