@@ -14,7 +14,7 @@ import time
 
 from operators import MapFunction, Sink, SinkWriter
 from runtime import RestartStrategies, StreamExecutionEnvironment, Types
-from runtime.demo import CountPerKey
+from runtime.tools.demo import CountPerKey
 
 WINDOW_S = 0.5
 

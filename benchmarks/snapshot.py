@@ -13,7 +13,7 @@ import statistics
 import tempfile
 import time
 
-from runtime.key_groups import key_group_range
+from runtime.keys.key_groups import key_group_range
 from state_backends import HeapKeyedStateBackend, ValueStateDescriptor
 from state_backends.storage import CheckpointStorage
 

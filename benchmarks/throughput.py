@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from benchmarks.sinks import FinalCountSink
 from runtime import StreamExecutionEnvironment, Types
-from runtime.demo import CountPerKey
+from runtime.tools.demo import CountPerKey
 
 
 def _declare_record_job(env, records: int, keys: int, sink) -> None:

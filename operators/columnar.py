@@ -4,7 +4,7 @@ A columnar stream carries ``pyarrow.RecordBatch`` objects of one schema, known w
 Its operators run once per batch (tens of thousands of rows) in Arrow's C++ kernels, so the per-record
 cost is a few nanoseconds instead of the Python interpreter's microsecond; its edges send the batches as
 they are (no encoding); ``key_by(column)`` routes with the same key groups as the record path
-(:mod:`runtime.arrow_key_groups`), and keyed aggregates keep their state in the same heap backend, one entry
+(:mod:`runtime.keys.arrow_key_groups`), and keyed aggregates keep their state in the same heap backend, one entry
 per key, so checkpoints, restores and rescaling work exactly as for records.
 
     >>> import pyarrow as pa, pyarrow.compute as pc

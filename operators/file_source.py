@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from operators.sources import Source, SourceReader
 from runtime.errors import ChandyError
 from runtime.side_outputs import OutputTag, SideOutputRecord
-from runtime.stable_hash import stable_hash
+from runtime.keys.stable_hash import stable_hash
 
 __all__ = ["FileSource", "MalformedRecord", "MalformedRecordError"]
 

@@ -34,7 +34,7 @@ def readme_blocks(language):
 
 def test_readme_opens_with_the_demo_and_test_commands_and_ci_runs_the_latter():
     demo, tests = readme_blocks("bash")[:2]
-    assert "runtime.demo" in demo and "pytest" in tests
+    assert "runtime.tools.demo" in demo and "pytest" in tests
     ci = open(os.path.join(ROOT, ".ci", "run")).read()
     assert tests.strip() in ci
 

@@ -11,7 +11,7 @@ import pickle
 from typing import Any, Iterator
 
 from runtime.gc_pause import gc_paused
-from runtime.key_groups import KeyGroupRange, assign_to_key_group
+from runtime.keys.key_groups import KeyGroupRange, assign_to_key_group
 from state_backends.base import KeyedStateBackend, State
 from state_backends.descriptors import (
     AggregatingStateDescriptor,

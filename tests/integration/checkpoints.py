@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from runtime.key_groups import key_group_range
-from runtime.restore import RestoreSpec, restore_operator
+from runtime.keys.key_groups import key_group_range
+from runtime.executor.restore import restore_operator
+from runtime.protocol.checkpoints import RestoreSpec
 from state_backends import HeapKeyedStateBackend
 from state_backends.storage import OPERATOR_STATE_GROUP
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from runtime.demo import CountPerKey, final_counts  # noqa: F401  (re-exported for the tests)
+from runtime.tools.demo import CountPerKey, final_counts  # noqa: F401  (re-exported for the tests)
 
 TEXT = [
     "to be or not to be that is the question",

@@ -11,7 +11,7 @@ from operators import CollectSink, DiscardingSink, KeyedProcessFunction, MapFunc
     ValueStateDescriptor
 from runtime import CheckpointingMode, RestartStrategies
 from runtime.errors import CheckpointNotFoundError, CorruptCheckpointError, IncompatibleCheckpointError
-from runtime.key_groups import subtask_for_key
+from runtime.keys.key_groups import subtask_for_key
 from state_backends.storage import CheckpointStorage
 from tests.integration.checkpoints import restored_state
 from tests.integration.jobs import CountPerKey

@@ -12,7 +12,7 @@ import pytest
 
 from operators import CollectSink, SequenceSource
 from runtime import RestartStrategies
-from runtime.key_groups import subtask_for_key
+from runtime.keys.key_groups import subtask_for_key
 from tests.integration.test_exactly_once import expected_running_counts
 
 N = 120_000

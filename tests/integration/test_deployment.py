@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 import pyspark
-from runtime.packaging import build_pyfiles_zip
+from runtime.tools.packaging import build_pyfiles_zip
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -19,7 +19,7 @@ CLUSTER_JOB = textwrap.dedent("""
     import collections, os, socket, sys
     from pyspark.sql import SparkSession
     from runtime import StreamExecutionEnvironment
-    from runtime.demo import CountPerKey, final_counts
+    from runtime.tools.demo import CountPerKey, final_counts
     from operators import CollectSink
 
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]")
@@ -59,7 +59,7 @@ def test_exact_answer_across_two_executor_jvms(tmp_path):
 def test_demo_job_through_spark_submit_with_py_files(tmp_path):
     zip_path = build_pyfiles_zip(str(tmp_path / "chandy.zip"))
     demo = tmp_path / "demo_job.py"
-    demo.write_text(open(os.path.join(ROOT, "runtime", "demo.py")).read())
+    demo.write_text(open(os.path.join(ROOT, "runtime", "tools", "demo.py")).read())
     spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
     out = run([spark_submit, "--master", "local[2]", "--py-files", zip_path, str(demo),
                "--records", "50000", "--keys", "100"], timeout=600, cwd=tmp_path,

@@ -2,8 +2,9 @@
 
 import threading
 
-from runtime.channels import CREDITS, DataServer, InputGate, RemoteChannel
-from runtime.codec import END_OF_INPUT, RecordCodec
+from runtime.network.channels import CREDITS, DataServer, InputGate, RemoteChannel
+from runtime.network.codec import RecordCodec
+from runtime.protocol.events import END_OF_INPUT
 
 CAPACITY = 3
 BATCHES = 200  # small batches: without credits the socket buffers would take them all at once

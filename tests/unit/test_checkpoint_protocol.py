@@ -1,11 +1,11 @@
 import pytest
 
-from runtime.aligner import Alignment, BarrierAligner
+from runtime.executor.aligner import Alignment, BarrierAligner
 from runtime.checkpoint_config import CheckpointConfig
-from runtime.checkpoint_coordinator import CheckpointCoordinator
-from runtime.checkpoint_protocol import PendingCheckpoint, TaskAck, TaskId, should_trigger
-from runtime.graph import Chain, JobGraph
-from runtime.messages import (
+from runtime.driver.coordinator import CheckpointCoordinator
+from runtime.protocol.checkpoints import PendingCheckpoint, TaskAck, TaskId, should_trigger
+from runtime.graph.job_graph import Chain, JobGraph
+from runtime.protocol.messages import (
     AcknowledgeCheckpoint,
     DeclineCheckpoint,
     NotifyCheckpointAborted,

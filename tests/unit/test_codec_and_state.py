@@ -3,9 +3,9 @@ import dataclasses
 import pyarrow as pa
 import pytest
 
-from runtime.codec import RecordCodec
+from runtime.network.codec import RecordCodec
 from runtime.errors import RecordEncodingError
-from runtime.key_groups import assign_to_key_group, key_group_range
+from runtime.keys.key_groups import assign_to_key_group, key_group_range
 from runtime.types import Row, Types
 from state_backends import (
     AggregateFunction,

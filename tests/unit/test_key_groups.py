@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.errors import UnsupportedKeyError
-from runtime.key_groups import (
+from runtime.keys.key_groups import (
     assign_to_key_group,
     default_max_parallelism,
     key_group_range,
@@ -17,7 +17,7 @@ from runtime.key_groups import (
     murmur_scramble,
     subtask_for_key,
 )
-from runtime.stable_hash import stable_hash
+from runtime.keys.stable_hash import stable_hash
 
 parallelism_and_max = st.integers(1, 600).flatmap(lambda p: st.tuples(st.just(p), st.integers(p, 2048)))
 scalar_keys = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(),
@@ -105,8 +105,8 @@ SAMPLE_KEYS = ["", "a", "user-42", "ünïcödé", b"\x00\xff", 0, 1, -1, 2 ** 40
 
 _CHILD = """
 import json, sys
-from runtime.key_groups import assign_to_key_group
-from runtime.stable_hash import stable_hash
+from runtime.keys.key_groups import assign_to_key_group
+from runtime.keys.stable_hash import stable_hash
 keys = {keys!r}
 print(json.dumps([[stable_hash(k), assign_to_key_group(k, 128), assign_to_key_group(k, 32768)] for k in keys]))
 """

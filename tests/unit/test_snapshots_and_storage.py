@@ -1,9 +1,9 @@
 import pytest
 
-from runtime.cli import main as chandy
+from runtime.tools.cli import main as chandy
 from runtime.errors import CheckpointNotFoundError, CorruptCheckpointError, StorageUnreachableError
-from runtime.key_groups import assign_to_key_group, key_group_range
-from runtime.restore_source import resolve_restore
+from runtime.keys.key_groups import assign_to_key_group, key_group_range
+from runtime.driver.restore_plan import resolve_restore
 from state_backends import HeapKeyedStateBackend, ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from state_backends.storage import CheckpointStorage
 
@@ -154,8 +154,8 @@ def test_snapshot_streams_one_group_at_a_time():
 
 
 def test_a_snapshot_that_fails_to_upload_is_released(tmp_path):
-    from runtime.messages import DeclineCheckpoint
-    from runtime.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
+    from runtime.protocol.messages import DeclineCheckpoint
+    from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
 
     class FailingStorage:
         def write_state_file(self, checkpoint_id, uid, subtask, rows):
@@ -231,7 +231,7 @@ def test_cli_lists_and_describes_checkpoints(tmp_path, capsys):
 
 
 def test_an_aborted_checkpoint_stops_being_written_and_is_not_reported():
-    from runtime.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
+    from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
 
     written = []
 
@@ -252,8 +252,8 @@ def test_an_aborted_checkpoint_stops_being_written_and_is_not_reported():
 
 
 def test_a_checkpoint_whose_directory_was_removed_is_declined_without_a_warning(tmp_path, caplog, monkeypatch):
-    from runtime.messages import DeclineCheckpoint
-    from runtime.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
+    from runtime.protocol.messages import DeclineCheckpoint
+    from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
 
     storage = CheckpointStorage(f"file://{tmp_path}", "job")  # chk-1 was never created: as if removed
     monkeypatch.setattr(storage.fs, "makedirs", lambda *a, **k: None)  # fsspec shares the instance
@@ -261,7 +261,7 @@ def test_a_checkpoint_whose_directory_was_removed_is_declined_without_a_warning(
     sent = []
     snapshotter = Snapshotter(storage, 0, sent.append)
     snapshotter.submit(TaskSnapshot(1, 0, 0, [OperatorSnapshot("op", backend.snapshot())], 0.0, 0.0, 0.0))
-    with caplog.at_level("DEBUG", logger="runtime.snapshotter"):
+    with caplog.at_level("DEBUG", logger="runtime.executor.snapshotter"):
         snapshotter.close(timeout=10)
     assert [type(m) for m in sent] == [DeclineCheckpoint]
     assert [r.levelname for r in caplog.records] == ["DEBUG"] and "FileNotFoundError" in caplog.text

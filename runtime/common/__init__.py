@@ -1,0 +1,15 @@
+"""PyFlink's ``pyflink.common``: type information, rows, restart strategies, job client and status.
+
+>>> from runtime.common import Types
+>>> Types.LONG()
+LONG
+"""
+
+from runtime.checkpoint_config import RestartStrategies
+from runtime.driver.result import JobClient, JobResult, JobStatus
+from runtime.types import Row, TypeInformation, Types
+
+JobExecutionResult = JobResult  # PyFlink's name for what a finished job returns
+
+__all__ = ["Types", "TypeInformation", "Row", "RestartStrategies", "JobClient", "JobExecutionResult",
+           "JobStatus"]

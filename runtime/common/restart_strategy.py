@@ -1,0 +1,10 @@
+"""PyFlink's ``pyflink.common.restart_strategy``.
+
+>>> from runtime.common.restart_strategy import RestartStrategies
+>>> RestartStrategies.fixed_delay_restart(3, 1000).max_attempts
+3
+"""
+
+from runtime.checkpoint_config import RestartStrategies, RestartStrategy
+
+__all__ = ["RestartStrategies", "RestartStrategy"]

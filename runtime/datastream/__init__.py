@@ -1,0 +1,45 @@
+"""PyFlink's ``pyflink.datastream``: the environment, streams, user functions and checkpoint settings.
+
+A PyFlink program ports by replacing ``pyflink`` with ``runtime`` in its imports.
+
+>>> from runtime.datastream import StreamExecutionEnvironment, MapFunction
+>>> env = StreamExecutionEnvironment.get_execution_environment()
+>>> env.from_collection([1, 2]).map(lambda x: x + 1).get_name()
+'Map'
+"""
+
+from operators.functions import (
+    FilterFunction,
+    FlatMapFunction,
+    Function,
+    KeyedProcessFunction,
+    KeySelector,
+    MapFunction,
+    ProcessFunction,
+    ReduceFunction,
+    RuntimeContext,
+)
+from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode
+from runtime.datastream.data_stream import CloseableIterator, DataStream, DataStreamSink, KeyedStream
+from runtime.datastream.stream_execution_environment import StreamExecutionEnvironment
+from runtime.side_outputs import OutputTag
+
+__all__ = [
+    "StreamExecutionEnvironment",
+    "DataStream",
+    "KeyedStream",
+    "DataStreamSink",
+    "CloseableIterator",
+    "CheckpointConfig",
+    "CheckpointingMode",
+    "OutputTag",
+    "Function",
+    "RuntimeContext",
+    "MapFunction",
+    "FlatMapFunction",
+    "FilterFunction",
+    "ReduceFunction",
+    "KeySelector",
+    "ProcessFunction",
+    "KeyedProcessFunction",
+]

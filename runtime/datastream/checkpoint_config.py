@@ -1,0 +1,10 @@
+"""PyFlink's ``pyflink.datastream.checkpoint_config``.
+
+>>> from runtime.datastream.checkpoint_config import CheckpointConfig
+>>> CheckpointConfig().set_max_retained_checkpoints(5).get_max_retained_checkpoints()
+5
+"""
+
+from runtime.checkpoint_config import CheckpointConfig
+
+__all__ = ["CheckpointConfig"]

@@ -1,0 +1,398 @@
+"""``DataStream`` and ``KeyedStream``: PyFlink's DataStream API, declaring transformations lazily.
+
+Nothing runs until ``env.execute()``.
+
+>>> from runtime import StreamExecutionEnvironment
+>>> env = StreamExecutionEnvironment.get_execution_environment()
+>>> words = env.from_collection(["a", "b", "a"]).map(lambda w: (w, 1))
+>>> counts = words.key_by(lambda p: p[0]).reduce(lambda a, b: (a[0], a[1] + b[1]))
+>>> counts.get_name()
+'Keyed Reduce'
+
+A stream is either of records (Python values) or columnar (Arrow record batches of a known schema, see
+:mod:`operators.columnar`): ``map_batches`` and ``key_by(column)`` with ``count``/``sum`` work on batches,
+``to_rows`` / ``to_columnar`` cross between the two.
+
+>>> import pyarrow.compute as pc
+>>> totals = (env.from_sequence(0, 99, columnar=True)
+...     .map_batches(lambda b: {"key": pc.bit_wise_and(b["value"], 7)})
+...     .key_by("key").count())
+>>> totals.get_schema().names
+['key', 'count']
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pyarrow as pa
+
+from operators.builtins import (
+    FilterOperator,
+    FlatMapOperator,
+    KeyedProcessOperator,
+    KeyedReduceOperator,
+    MapOperator,
+    ProcessOperator,
+)
+from operators.columnar import (
+    BatchesToRowsOperator,
+    KeyedRunningAggregateOperator,
+    MapBatchesOperator,
+    RowsToBatchesOperator,
+    infer_output_schema,
+    running_aggregate_schema,
+)
+from operators.functions import (
+    FilterFunction,
+    FlatMapFunction,
+    KeyedProcessFunction,
+    KeySelector,
+    MapFunction,
+    ProcessFunction,
+    ReduceFunction,
+    as_callable,
+)
+from operators.sinks import CollectSink, PrintSink, Sink, SinkWriterOperator
+from runtime.graph.job_graph import BROADCAST, FORWARD, REBALANCE, Partitioner
+from runtime.graph.transformation import Transformation
+from runtime.side_outputs import OutputTag
+from runtime.types import TypeInformation
+
+__all__ = ["DataStream", "KeyedStream", "DataStreamSink", "CloseableIterator"]
+
+
+def _check_parallelism(parallelism: int) -> int:
+    if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
+        raise ValueError(f"parallelism must be a positive int, got {parallelism!r}")
+    return parallelism
+
+
+class _Named:
+    """``name`` / ``uid`` / ``set_parallelism`` shared by streams and sinks: they edit the transformation."""
+
+    _transformation: Transformation
+
+    def name(self, name: str):
+        """Set the operator's name, shown in errors, logs and the job graph."""
+        self._transformation.name = name
+        return self
+
+    def get_name(self) -> str:
+        return self._transformation.name
+
+    def uid(self, uid: str):
+        """Set the operator's stable id: its state in checkpoints is addressed by it."""
+        if not isinstance(uid, str) or not uid:
+            raise ValueError(f"uid must be a non-empty string, got {uid!r}")
+        self._transformation.uid = uid
+        return self
+
+    def set_parallelism(self, parallelism: int):
+        """Run this operator with ``parallelism`` subtasks instead of the environment's default."""
+        if self._transformation.non_parallel and parallelism != 1:
+            raise ValueError(f"'{self._transformation.name}' is a non-parallel source: its parallelism is 1")
+        self._transformation.parallelism = _check_parallelism(parallelism)
+        return self
+
+
+class DataStream(_Named):
+    """A stream of records; every method declares a new operator and returns the stream it produces."""
+
+    def __init__(self, environment, transformation: Transformation):
+        self._env = environment
+        self._transformation = transformation
+
+    def get_execution_environment(self):
+        return self._env
+
+    def get_type(self) -> TypeInformation | None:
+        return self._transformation.output_type
+
+    def get_schema(self) -> pa.Schema | None:
+        """The Arrow schema of a columnar stream's batches; None for a stream of records."""
+        return self._transformation.schema
+
+    def _then(self, kind: str, name: str, make_operator: Callable, output_type=None,
+              inputs: list[Transformation] | None = None, schema: pa.Schema | None = None) -> Transformation:
+        t = Transformation(kind, name, inputs or [self._transformation], make_operator,
+                           output_type=output_type, environment=self._env, schema=schema)
+        self._env._add(t)
+        return t
+
+    def _require_records(self, api_name: str) -> None:
+        schema = self.get_schema()
+        if schema is not None:
+            raise TypeError(
+                f"{api_name}() works on records, but this stream is columnar (Arrow batches of "
+                f"[{', '.join(f'{f.name}: {f.type}' for f in schema)}]). Use map_batches() / key_by(column) "
+                f"on the batches, or to_rows() first to get one record per row."
+            )
+
+    def _require_columnar(self, api_name: str) -> pa.Schema:
+        schema = self.get_schema()
+        if schema is None:
+            raise TypeError(f"{api_name}() works on columnar streams (Arrow batches); this stream is of records. "
+                            "Call to_columnar(schema) first, or start from a columnar source.")
+        return schema
+
+    # -- the columnar path ----------------------------------------------------------------------------
+
+    def map_batches(self, func: Callable, schema: pa.Schema | None = None) -> "DataStream":
+        """Apply ``func`` to each Arrow record batch; it returns a RecordBatch, a Table or a dict of columns.
+
+        The output schema is ``schema``, or else found by calling ``func`` once on the driver with an
+        empty batch. Batches hold up to tens of thousands of rows: use ``pyarrow.compute`` on whole columns.
+
+        >>> import pyarrow.compute as pc
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> keys = env.from_sequence(0, 9, columnar=True).map_batches(
+        ...     lambda b: {"key": pc.bit_wise_and(b["value"], 3), "value": b["value"]})
+        >>> keys.get_schema().names
+        ['key', 'value']
+        """
+        input_schema = self._require_columnar("map_batches")
+        if not callable(func):
+            raise TypeError(f"map_batches() expects a callable, got {func!r}")
+        name = "MapBatches"
+        output = schema if schema is not None else infer_output_schema(func, input_schema, name)
+        return DataStream(self._env, self._then("operator", name, lambda n: MapBatchesOperator(n, func, output),
+                                                schema=output))
+
+    def to_rows(self, output_type: TypeInformation | None = None) -> "DataStream":
+        """Leave the columnar path: one record per row, a tuple in column order (one column: its value)."""
+        self._require_columnar("to_rows")
+        return DataStream(self._env, self._then("operator", "ToRows", BatchesToRowsOperator, output_type))
+
+    def to_columnar(self, schema: pa.Schema) -> "DataStream":
+        """Enter the columnar path: records (dicts, tuples in column order, or one column's plain values)
+        become Arrow record batches of ``schema``."""
+        self._require_records("to_columnar")
+        if not isinstance(schema, pa.Schema):
+            raise TypeError(f"to_columnar() expects a pyarrow.Schema, got {type(schema).__name__}")
+        return DataStream(self._env, self._then("operator", "ToColumnar",
+                                                lambda n: RowsToBatchesOperator(n, schema), schema=schema))
+
+    def map(self, func: MapFunction | Callable, output_type: TypeInformation | None = None) -> "DataStream":
+        """One output record per input record.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> squares = env.from_sequence(1, 3).map(lambda x: x * x)
+        """
+        self._require_records("map")
+        call = as_callable(func, MapFunction, "map")
+        return DataStream(self._env, self._then("operator", "Map",
+                                                lambda n: MapOperator(n, func, call), output_type))
+
+    def flat_map(self, func: FlatMapFunction | Callable,
+                 output_type: TypeInformation | None = None) -> "DataStream":
+        """Zero or more output records per input record: the function returns an iterable or yields."""
+        self._require_records("flat_map")
+        call = as_callable(func, FlatMapFunction, "flat_map")
+        return DataStream(self._env, self._then("operator", "FlatMap",
+                                                lambda n: FlatMapOperator(n, func, call), output_type))
+
+    def filter(self, func: FilterFunction | Callable) -> "DataStream":
+        """Keep the records for which the function returns true."""
+        self._require_records("filter")
+        call = as_callable(func, FilterFunction, "filter")
+        return DataStream(self._env, self._then("operator", "Filter", lambda n: FilterOperator(n, func, call),
+                                                self.get_type()))
+
+    def process(self, func: ProcessFunction, output_type: TypeInformation | None = None) -> "DataStream":
+        """Apply a :class:`ProcessFunction` to every record."""
+        if isinstance(func, KeyedProcessFunction):
+            raise TypeError("A KeyedProcessFunction needs a KeyedStream: call key_by(...) before process().")
+        if not isinstance(func, ProcessFunction):
+            raise TypeError(f"process() expects a ProcessFunction, got {type(func).__name__}")
+        self._require_records("process")
+        return DataStream(self._env, self._then("operator", "Process",
+                                                lambda n: ProcessOperator(n, func), output_type))
+
+    def key_by(self, key_selector: KeySelector | Callable, key_type: TypeInformation | None = None) -> "KeyedStream":
+        """Partition the stream by key: every record with the same key goes to the same subtask.
+
+        On a columnar stream the key is a column, named here: ``key_by("user_id")``.
+        """
+        schema = self.get_schema()
+        if schema is not None:
+            if not isinstance(key_selector, str) or key_selector not in schema.names:
+                raise TypeError(f"key_by() on a columnar stream takes the name of a key column, one of "
+                                f"{schema.names}; got {key_selector!r}")
+            t = Transformation("partition", "KeyBy", [self._transformation],
+                               partitioner=Partitioner("hash", key_column=key_selector),
+                               environment=self._env, schema=schema)
+            return KeyedStream(self._env, t, None, key_type, key_column=key_selector)
+        call = as_callable(key_selector, KeySelector, "key_by")
+        t = Transformation("partition", "KeyBy", [self._transformation], partitioner=Partitioner("hash", call),
+                           output_type=self.get_type(), environment=self._env)
+        return KeyedStream(self._env, t, call, key_type)
+
+    def _repartition(self, partitioner: Partitioner, name: str) -> "DataStream":
+        t = Transformation("partition", name, [self._transformation], partitioner=partitioner,
+                           output_type=self.get_type(), environment=self._env, schema=self.get_schema())
+        return DataStream(self._env, t)
+
+    def rebalance(self) -> "DataStream":
+        """Distribute records round-robin over the next operator's subtasks."""
+        return self._repartition(REBALANCE, "Rebalance")
+
+    def forward(self) -> "DataStream":
+        """Send each subtask's records to the same-index subtask of the next operator."""
+        return self._repartition(FORWARD, "Forward")
+
+    def broadcast(self) -> "DataStream":
+        """Send every record to every subtask of the next operator."""
+        return self._repartition(BROADCAST, "Broadcast")
+
+    def get_side_output(self, output_tag: OutputTag) -> "DataStream":
+        """The records this operator emitted under ``output_tag`` (``yield output_tag, value`` in a process
+        function; ``FileSource(on_malformed=tag)`` for malformed lines)."""
+        if not isinstance(output_tag, OutputTag):
+            raise TypeError(f"get_side_output() expects an OutputTag, got {type(output_tag).__name__}")
+        t = Transformation("side", f"SideOutput: {output_tag.tag_id}", [self._transformation],
+                           output_type=output_tag.type_info, environment=self._env, side_tag=output_tag.tag_id)
+        return DataStream(self._env, t)
+
+    def union(self, *streams: "DataStream") -> "DataStream":
+        """Merge this stream with others of the same kind of record into one stream."""
+        for s in streams:
+            if not isinstance(s, DataStream):
+                raise TypeError(f"union() takes DataStreams, got {type(s).__name__}")
+            if s._env is not self._env:
+                raise ValueError("union() of streams from different environments")
+            if (s.get_schema() is None) != (self.get_schema() is None) or (
+                    s.get_schema() is not None and not s.get_schema().equals(self.get_schema())):
+                raise TypeError("union() needs streams of the same kind: all of records, or all columnar with "
+                                f"one schema; got {self.get_schema()} and {s.get_schema()}")
+        t = Transformation("union", "Union", [self._transformation, *(s._transformation for s in streams)],
+                           output_type=self.get_type(), environment=self._env, schema=self.get_schema())
+        return DataStream(self._env, t)
+
+    def sink_to(self, sink: Sink) -> "DataStreamSink":
+        """Write the stream to ``sink``."""
+        if not isinstance(sink, Sink):
+            raise TypeError(f"sink_to() expects a Sink, got {type(sink).__name__}")
+        if self.get_schema() is not None and not sink.accepts_batches:
+            return self.to_rows().sink_to(sink)
+        name = getattr(sink, "name", None) or type(sink).__name__
+        t = self._then("sink", f"Sink: {name}", lambda n: SinkWriterOperator(n, sink))
+        return DataStreamSink(t)
+
+    add_sink = sink_to
+
+    def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
+        """Print every record on the executors' stdout (at-least-once)."""
+        return self.sink_to(PrintSink(sink_identifier)).name("Print to Std. Out")
+
+    def execute_and_collect(self, job_execution_name: str | None = None,
+                            limit: int | None = None) -> "CloseableIterator":
+        """Run the bounded job and iterate over this stream's records (collected by a CollectSink).
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> with env.from_collection([1, 2, 3]).map(lambda x: x + 1).execute_and_collect() as results:
+        ...     sorted(results)  # doctest: +SKIP
+        [2, 3, 4]
+        """
+        sink = CollectSink("execute_and_collect")
+        self.sink_to(sink)  # a columnar stream is collected as rows (see to_rows())
+        result = self._env.execute(job_execution_name or "collect")
+        records = result.collected(sink)
+        return CloseableIterator(records if limit is None else records[:limit])
+
+
+class KeyedStream(DataStream):
+    """A stream partitioned by key; ``reduce`` and ``process`` keep state per key (``count`` and ``sum`` on
+    a columnar stream)."""
+
+    def __init__(self, environment, transformation: Transformation, key_selector: Callable | None,
+                 key_type: TypeInformation | None, key_column: str | None = None):
+        super().__init__(environment, transformation)
+        self._key_selector = key_selector
+        self._key_type = key_type
+        self._key_column = key_column
+
+    def _running_aggregate(self, name: str, value_column: str | None) -> DataStream:
+        schema = self._require_columnar(name)
+        if value_column is not None:
+            if value_column not in schema.names:
+                raise TypeError(f"sum() takes the name of a column, one of {schema.names}; got {value_column!r}")
+            if not pa.types.is_integer(schema.field(value_column).type):
+                raise TypeError(f"sum('{value_column}') needs an integer column, not "
+                                f"{schema.field(value_column).type}: running sums are kept exact, and floating-"
+                                "point sums are not (use to_rows() and reduce() for them)")
+        key = self._key_column
+        operator_name = "Keyed Count" if value_column is None else f"Keyed Sum({value_column})"
+        t = self._then("operator", operator_name,
+                       lambda n: KeyedRunningAggregateOperator(n, key, value_column, schema),
+                       schema=running_aggregate_schema(schema, key, value_column))
+        return DataStream(self._env, t)
+
+    def count(self) -> DataStream:
+        """Columnar: for every row, its key and the number of rows with that key so far (a running count).
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> counts = env.from_sequence(0, 9, columnar=True).key_by("value").count()
+        >>> counts.get_schema().names
+        ['value', 'count']
+        """
+        return self._running_aggregate("count", None)
+
+    def sum(self, column: str) -> DataStream:
+        """Columnar: for every row, its key and the running sum of integer ``column`` over that key's rows.
+
+        Unlike Flink's ``sum(position)``, the output has only the key column and the sum.
+        """
+        return self._running_aggregate("sum", column)
+
+    def reduce(self, func: ReduceFunction | Callable) -> DataStream:
+        """Rolling reduce: for each record, emit the reduction of all records so far with its key."""
+        self._require_records("reduce")
+        call = as_callable(func, ReduceFunction, "reduce")
+        key = self._key_selector
+        t = self._then("operator", "Keyed Reduce", lambda n: KeyedReduceOperator(n, func, call, key),
+                       self.get_type())
+        return DataStream(self._env, t)
+
+    def process(self, func: KeyedProcessFunction, output_type: TypeInformation | None = None) -> DataStream:
+        """Apply a :class:`KeyedProcessFunction`, with state scoped to each record's key."""
+        if not isinstance(func, KeyedProcessFunction):
+            raise TypeError(f"KeyedStream.process() expects a KeyedProcessFunction, got {type(func).__name__}")
+        self._require_records("process")
+        key = self._key_selector
+        t = self._then("operator", "KeyedProcess", lambda n: KeyedProcessOperator(n, func, key), output_type)
+        return DataStream(self._env, t)
+
+
+class DataStreamSink(_Named):
+    """The end of a stream; lets the sink be named, given a uid and a parallelism."""
+
+    def __init__(self, transformation: Transformation):
+        self._transformation = transformation
+
+
+class CloseableIterator:
+    """The iterator ``execute_and_collect`` returns; usable in a ``with`` block, as in PyFlink."""
+
+    def __init__(self, records: list):
+        self._records = records
+        self._iterator = iter(records)
+
+    def __iter__(self):
+        return self._iterator
+
+    def __next__(self):
+        return next(self._iterator)
+
+    def close(self) -> None:
+        self._iterator = iter(())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

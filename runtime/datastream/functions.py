@@ -1,0 +1,35 @@
+"""PyFlink's ``pyflink.datastream.functions``: the user-function base classes (defined in :mod:`operators.functions`).
+
+>>> from runtime.datastream.functions import MapFunction
+>>> class Double(MapFunction):
+...     def map(self, value):
+...         return 2 * value
+>>> Double().map(21)
+42
+"""
+
+from operators.functions import (
+    FilterFunction,
+    FlatMapFunction,
+    Function,
+    KeyedProcessFunction,
+    KeySelector,
+    MapFunction,
+    ProcessFunction,
+    ReduceFunction,
+    RuntimeContext,
+)
+from state_backends.descriptors import AggregateFunction
+
+__all__ = [
+    "Function",
+    "RuntimeContext",
+    "MapFunction",
+    "FlatMapFunction",
+    "FilterFunction",
+    "ReduceFunction",
+    "KeySelector",
+    "ProcessFunction",
+    "KeyedProcessFunction",
+    "AggregateFunction",
+]

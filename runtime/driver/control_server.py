@@ -1,0 +1,108 @@
+"""The driver's end of the control protocol for one job attempt.
+
+Tasks connect and ``Register``; when every slot has registered the server answers all of them with the
+full address map (the rendezvous). Afterwards it forwards what tasks report (``TaskFailed``,
+``TaskFinished``, a lost connection) to the job's event queue, and broadcasts ``Cancel``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from runtime.network.acceptor import Acceptor
+from runtime.protocol.messages import Addresses, Message, Register, TaskFinished
+from runtime.protocol.wire import ConnectionClosed, MessageSocket
+
+__all__ = ["ControlServer", "SlotDisconnected"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SlotDisconnected:
+    """A task's control connection closed before it reported finishing."""
+
+    attempt: int
+    slot: int
+
+
+class ControlServer:
+    def __init__(self, host: str, attempt: int, slots: int, events: queue.Queue):
+        self.attempt = attempt
+        self.slots = slots
+        self.events = events
+        self.registrations: dict[int, Register] = {}
+        self._sockets: dict[int, MessageSocket] = {}
+        self._finished: set[int] = set()
+        self._lock = threading.Lock()
+        self._acceptor = Acceptor(host, self._serve, "chandy-control-conn", backlog=max(16, slots * 2))
+        self.address = self._acceptor.address
+        self._acceptor.start()
+
+    @property
+    def _closed(self) -> bool:
+        return self._acceptor.closed
+
+    def _serve(self, sock: socket.socket) -> None:
+        conn = MessageSocket(sock)
+        slot = None
+        try:
+            while True:
+                message = conn.receive()
+                if message.attempt != self.attempt:
+                    continue
+                if isinstance(message, Register):
+                    slot = message.slot
+                    self._register(message, conn)
+                else:
+                    if isinstance(message, TaskFinished):
+                        with self._lock:
+                            self._finished.add(message.slot)
+                    self.events.put(message)
+        except (ConnectionClosed, OSError, EOFError):
+            pass
+        finally:
+            conn.close()
+            with self._lock:
+                finished = slot in self._finished
+            if slot is not None and not finished and not self._closed:
+                self.events.put(SlotDisconnected(self.attempt, slot))
+
+    def _register(self, message: Register, conn: MessageSocket) -> None:
+        with self._lock:
+            self.registrations[message.slot] = message
+            self._sockets[message.slot] = conn
+            complete = len(self.registrations) == self.slots
+        log.debug("slot %d registered at %s:%d (pid %d)", message.slot, message.host, message.port, message.pid)
+        if complete:
+            addresses = tuple((self.registrations[s].host, self.registrations[s].port) for s in range(self.slots))
+            self.broadcast(Addresses(self.attempt, addresses))
+
+    @property
+    def all_registered(self) -> bool:
+        """Every slot registered: messages broadcast from now on reach every task."""
+        return len(self.registrations) == self.slots
+
+    def wait_until_all_disconnected(self, timeout: float) -> bool:
+        """Wait for every task's connection to close: tasks close it last, after all their other sockets."""
+        deadline = time.monotonic() + timeout
+        for thread in list(self._acceptor.threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._acceptor.threads)
+
+    def broadcast(self, message: Message) -> None:
+        with self._lock:
+            sockets = list(self._sockets.values())
+        for conn in sockets:
+            try:
+                conn.send(message)
+            except OSError:
+                pass  # that task is gone already; its loss is reported by its serving thread
+
+    def close(self) -> None:
+        self._acceptor.close()

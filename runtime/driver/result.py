@@ -1,0 +1,83 @@
+"""What ``execute`` returns (``JobResult``) and what ``execute_async`` returns (``JobClient``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+__all__ = ["JobStatus", "JobResult", "JobClient"]
+
+
+class JobStatus(Enum):
+    """A job's lifecycle, as PyFlink names it."""
+
+    CREATED = "CREATED"
+    RUNNING = "RUNNING"
+    RESTARTING = "RESTARTING"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    CANCELLING = "CANCELLING"
+    CANCELED = "CANCELED"
+
+    def is_globally_terminal_state(self) -> bool:
+        return self in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED)
+
+
+@dataclass
+class JobResult:
+    """The outcome of a finished job.
+
+    ``sink_results`` maps each sink operator's uid to its merged result; ``collected(sink)`` reads a
+    ``CollectSink``'s records by the sink object or its name. ``checkpoints`` holds the statistics of every
+    checkpoint the job completed (duration, sync and async parts, alignment, bytes).
+    """
+
+    job_id: str
+    job_name: str
+    net_runtime_ms: int
+    sink_results: dict[str, Any] = field(default_factory=dict)
+    collect_sinks: dict[str, str] = field(default_factory=dict, repr=False)  # CollectSink name -> sink uid
+    checkpoints: list = field(default_factory=list)  # runtime.protocol.checkpoints.Stats, oldest first
+    restarts: int = 0
+    restored_from: list = field(default_factory=list)  # checkpoint id (or None) each attempt started from
+
+    def get_job_id(self) -> str:
+        return self.job_id
+
+    def get_net_runtime(self) -> int:
+        """Milliseconds from launch to the end of the job."""
+        return self.net_runtime_ms
+
+    def collected(self, sink) -> list:
+        """Records gathered by ``sink`` (a CollectSink, or its name)."""
+        name = getattr(sink, "name", sink)
+        uid = self.collect_sinks.get(name)
+        if uid is None:
+            raise KeyError(f"Job '{self.job_name}' has no CollectSink named {name!r}; "
+                           f"it has {sorted(self.collect_sinks)}")
+        return self.sink_results[uid]
+
+
+class JobClient:
+    """A handle on a job started with ``execute_async``.
+
+    >>> # client = env.execute_async("job"); ...; client.cancel()
+    """
+
+    def __init__(self, run):
+        self._run = run
+
+    def get_job_id(self) -> str:
+        return self._run.job_id
+
+    def get_job_status(self) -> JobStatus:
+        return self._run.status
+
+    def cancel(self) -> None:
+        """Stop the job: every task and the Spark stage end; waits until they have."""
+        self._run.cancel()
+
+    def get_job_execution_result(self, timeout: float | None = None) -> JobResult:
+        """Wait for the job to end; returns its result or raises why it failed or was cancelled."""
+        return self._run.wait(timeout)

@@ -1,0 +1,56 @@
+"""The function Spark runs in every barrier task of a job attempt: load the job, run the slot, return results.
+
+A job that cannot even be loaded on the executor (its functions need a module the executor lacks) is
+reported to the driver before the task raises, with the fix in the message.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import socket
+import traceback
+
+import cloudpickle
+
+from runtime.executor.slot import SlotRunner
+from runtime.protocol.messages import TaskFailed
+from runtime.protocol.wire import MessageSocket
+
+__all__ = ["barrier_task"]
+
+log = logging.getLogger(__name__)
+
+
+def _report_unloadable_job(coordinator: tuple[str, int], attempt: int, slot: int, exc: BaseException) -> None:
+    """The job's functions do not load here (usually: a module the driver has and the executor lacks)."""
+    message = (f"the job could not be loaded on the executor: {type(exc).__name__}: {exc}. Modules your "
+               "functions use must exist on the executors too: ship them with spark-submit --py-files "
+               "(or SparkContext.addPyFile), or install them there.")
+    try:
+        with socket.create_connection(coordinator, timeout=30) as sock:
+            MessageSocket(sock).send(TaskFailed(attempt, slot, None, slot, type(exc).__name__, message,
+                                                "".join(traceback.format_exception(exc))))
+    except OSError:
+        log.error("Could not report to the driver: %s", message)
+
+
+def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: int, restore_payload: bytes | None = None):
+    """The function Spark runs in every barrier task: ``rdd.barrier().mapPartitions(barrier_task(...))``."""
+
+    def run(_partition):
+        from pyspark import BarrierTaskContext
+
+        context = BarrierTaskContext.get()
+        slot = context.partitionId()
+        host = context.getTaskInfos()[slot].address.rsplit(":", 1)[0]
+        try:
+            graph = cloudpickle.loads(payload)
+            restore_storage, restore = pickle.loads(restore_payload) if restore_payload else (None, None)
+        except Exception as exc:
+            _report_unloadable_job(coordinator, attempt, slot, exc)
+            raise
+        results = SlotRunner(graph, coordinator, attempt, slot, host, restore, restore_storage).run()
+        yield cloudpickle.dumps(results)
+
+    return run

@@ -1,0 +1,298 @@
+"""What runs inside one Spark barrier task: a slot hosting subtask ``i`` of every chain of the job.
+
+Per slot: one thread per hosted chain subtask (its operators run back to back on it), one data server
+whose reader threads feed the input gates, and one thread listening to the coordinator. Records between
+chains of the same slot are handed over as Python lists; to other slots they go over Arrow IPC streams.
+
+Life of a slot: bind the data server, register with the driver's coordinator, receive every slot's
+address (rendezvous through the coordinator, not Spark's ``barrier()``: see DESIGN §5), connect output
+channels, run until every chain finished its input (or the coordinator cancels, or something raises),
+then report. A failure is reported with its traceback and the failing operator's name before the task
+raises, so the driver can show the user's own error rather than Spark's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import socket
+import threading
+import time
+import traceback
+from typing import Any
+
+import cloudpickle
+
+from operators.context import SubtaskInfo
+from runtime.executor.restore import restore_operator
+from runtime.executor.snapshotter import Snapshotter
+from runtime.executor.subtask import OperatorError, SubtaskRunner
+from runtime.graph.job_graph import JobGraph
+from runtime.keys.key_groups import key_group_range
+from runtime.network.channels import Cancelled, DataServer, InputGate, LocalChannel, RemoteChannel
+from runtime.network.codec import codec_for
+from runtime.network.record_writer import ColumnarEdgeWriter, EdgeWriter, RecordWriter
+from runtime.protocol.checkpoints import RestoreSpec
+from runtime.protocol.messages import (
+    Addresses,
+    Cancel,
+    DeclineCheckpoint,
+    NotifyCheckpointAborted,
+    NotifyCheckpointComplete,
+    Register,
+    TaskFailed,
+    TaskFinished,
+    TriggerCheckpoint,
+)
+from runtime.protocol.wire import ConnectionClosed, MessageSocket
+from state_backends.heap import HeapKeyedStateBackend
+
+__all__ = ["SlotRunner"]
+
+log = logging.getLogger(__name__)
+
+REGISTRATION_TIMEOUT_S = 300.0
+JOIN_TIMEOUT_S = 10.0
+
+
+class SlotRunner:
+    """Everything one barrier task runs; see the module docstring."""
+
+    def __init__(self, graph: JobGraph, coordinator: tuple[str, int], attempt: int, slot: int, host: str,
+                 restore: dict[str, dict[int, RestoreSpec]] | None = None, restore_storage=None):
+        self.graph = graph
+        self.restore = restore or {}
+        self.restore_storage = restore_storage
+        self.snapshotter: Snapshotter | None = None
+        self.coordinator = coordinator
+        self.attempt = attempt
+        self.slot = slot
+        self.host = host
+        self.stopped = threading.Event()
+        self._done = threading.Condition()
+        self._failure: tuple[BaseException, str | None] | None = None
+        self._remote_channels: list[RemoteChannel] = []
+        self.runners: list[SubtaskRunner] = []
+        self.gates: dict[int, InputGate] = {}
+        self.control: MessageSocket | None = None
+        self.server: DataServer | None = None
+        self._finished = 0
+
+    # -- building -------------------------------------------------------------------------------------
+
+    def _build_runners(self) -> None:
+        graph = self.graph
+        for chain in graph.chains:
+            if chain.parallelism <= self.slot:
+                continue
+            gate = None
+            if not chain.is_source:
+                channels = [(edge.id, p) for edge in chain.inputs for p in edge.producers_of(self.slot)]
+                gate = self.gates[chain.index] = InputGate(channels)
+            for node in chain.operators:
+                info = SubtaskInfo(node.name, self.slot, chain.parallelism, graph.max_parallelism, self.attempt)
+                backend = None
+                if getattr(node.operator, "keyed", False):
+                    backend = HeapKeyedStateBackend(
+                        graph.max_parallelism, key_group_range(graph.max_parallelism, chain.parallelism, self.slot))
+                node.operator.setup(info, backend)
+                spec = self.restore.get(node.uid, {}).get(self.slot)
+                if spec is not None:
+                    restore_operator(self.restore_storage, spec, node.operator, backend, self.slot,
+                                     chain.parallelism)
+            self.runners.append(SubtaskRunner(self, chain, gate))
+
+    def _route(self, edge_id: int, producer: int, consumer: int):
+        edge = self.graph.edges[edge_id]
+        if consumer != self.slot:
+            raise ValueError(f"channel for subtask {consumer} arrived at slot {self.slot}")
+        gate = self.gates[edge.target_chain]
+        producer_name = self.graph.chains[edge.source_chain].operators[-1].name
+        return gate, gate.index_of[(edge_id, producer)], codec_for(edge.type_info, edge.schema, producer_name)
+
+    def _connect_outputs(self, addresses: tuple[tuple[str, int], ...]) -> None:
+        graph = self.graph
+        for runner in self.runners:
+            edge_writers = []
+            tail = runner.chain.operators[-1].name
+            for edge in runner.chain.outputs:
+                codec = codec_for(edge.type_info, edge.schema, tail)
+                channels: dict[int, Any] = {}
+                for target in edge.targets_of(self.slot):
+                    if target == self.slot:
+                        gate = self.gates[edge.target_chain]
+                        channels[target] = LocalChannel(gate, gate.index_of[(edge.id, self.slot)])
+                    else:
+                        channel = RemoteChannel(addresses[target], self.attempt, edge.id, self.slot, target, codec)
+                        self._remote_channels.append(channel)
+                        channels[target] = channel
+                if edge.schema is not None:
+                    edge_writers.append(ColumnarEdgeWriter(edge, self.slot, channels, graph.columnar_batch_size,
+                                                           graph.max_parallelism))
+                else:
+                    edge_writers.append(EdgeWriter(edge, self.slot, channels, graph.batch_size,
+                                                   graph.max_parallelism))
+            tail = runner.chain.operators[-1].operator
+            runner.writer = RecordWriter(edge_writers, getattr(tail, "emits_side_outputs", False))
+
+    # -- control --------------------------------------------------------------------------------------
+
+    def _register(self) -> tuple[tuple[str, int], ...]:
+        sock = socket.create_connection(self.coordinator, timeout=30)
+        sock.settimeout(REGISTRATION_TIMEOUT_S)
+        self.control = MessageSocket(sock)
+        self.control.send(Register(self.attempt, self.slot, self.server.address[0], self.server.address[1],
+                                   os.getpid()))
+        while True:
+            message = self.control.receive()
+            if message.attempt != self.attempt:
+                continue
+            if isinstance(message, Addresses):
+                sock.settimeout(None)
+                return message.addresses
+            if isinstance(message, Cancel):
+                raise Cancelled()
+
+    def _listen_control(self) -> None:
+        try:
+            while not self.stopped.is_set():
+                message = self.control.receive()
+                if message.attempt != self.attempt:
+                    continue
+                if isinstance(message, Cancel):
+                    self.cancel()
+                    return
+                if isinstance(message, TriggerCheckpoint):
+                    for runner in self.runners:
+                        if not runner.chain.is_source:
+                            continue
+                        if runner.finished:
+                            self.send(DeclineCheckpoint(self.attempt, message.checkpoint_id, runner.chain.index,
+                                                        self.slot, "the source has finished"))
+                        else:
+                            runner.triggers.append(message.checkpoint_id)
+                elif isinstance(message, NotifyCheckpointAborted):
+                    if self.snapshotter is not None:
+                        self.snapshotter.abort(message.checkpoint_id)
+                elif isinstance(message, NotifyCheckpointComplete):
+                    for runner in self.runners:
+                        if not runner.finished:
+                            runner.notifications.append(message.checkpoint_id)
+        except (ConnectionClosed, OSError):
+            if not self.stopped.is_set():
+                self.cancel()  # the driver is gone: nobody will ever read our results
+
+    def send(self, message) -> None:
+        self.control.send(message)
+
+    # -- running --------------------------------------------------------------------------------------
+
+    def fail(self, exc: BaseException, operator_name: str | None = None) -> None:
+        first = False
+        with self._done:
+            if self._failure is None and not isinstance(exc, Cancelled) and not self.stopped.is_set():
+                self._failure = (exc, operator_name)
+                first = True
+            self._done.notify_all()
+        if first:
+            # Report before tearing channels down: peers then see a broken stream, and the driver must
+            # hear about the cause before it hears about their consequential errors.
+            self._report_failure(exc, operator_name)
+        self.cancel()
+
+    def cancel(self) -> None:
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        for gate in self.gates.values():
+            gate.close()
+        if self.server is not None:
+            self.server.close()
+        for channel in self._remote_channels:
+            channel.abort()
+        with self._done:
+            self._done.notify_all()
+
+    def _run_runner(self, runner: SubtaskRunner) -> None:
+        try:
+            runner.run()
+        except OperatorError as exc:
+            self.fail(exc.cause, exc.operator_name)
+        except Cancelled:
+            self.cancel()
+        except BaseException as exc:  # the runtime's own failure (a broken channel ...): no operator to blame
+            if not self.stopped.is_set():
+                self.fail(exc, None)
+        finally:
+            with self._done:
+                self._finished += 1
+                self._done.notify_all()
+
+    def _report_failure(self, exc: BaseException, operator_name: str | None) -> None:
+        try:
+            blob = cloudpickle.dumps(exc)
+            pickle.loads(blob)
+        except Exception:  # exceptions that do not survive pickling travel as text only
+            blob = None
+        message = TaskFailed(self.attempt, self.slot, operator_name, self.slot, type(exc).__name__, str(exc),
+                             "".join(traceback.format_exception(exc)), blob)
+        try:
+            self.control.send(message)
+        except (OSError, AttributeError):
+            log.error("Could not report failure to the driver:\n%s", message.traceback)
+
+    def run(self) -> dict[str, Any]:
+        """Run the slot to the end; returns each hosted sink's result by operator uid."""
+        self._build_runners()
+        self.server = DataServer(self.host, self.attempt, self._route, lambda exc: self.fail(exc, None))
+        self.server.start()
+        threads: list[threading.Thread] = []
+        listener = None
+        try:
+            addresses = self._register()
+            self._connect_outputs(addresses)
+            if self.graph.checkpointing is not None:
+                self.snapshotter = Snapshotter(self.graph.checkpointing.storage, self.attempt, self.send)
+            listener = threading.Thread(target=self._listen_control, name="chandy-control", daemon=True)
+            listener.start()
+            for runner in self.runners:
+                thread = threading.Thread(target=self._run_runner, args=(runner,), daemon=True,
+                                          name=f"chandy-{runner.chain.index}.{self.slot}")
+                threads.append(thread)
+                thread.start()
+            with self._done:
+                while self._finished < len(threads) and self._failure is None and not self.stopped.is_set():
+                    self._done.wait()
+        except Cancelled:
+            self.cancel()
+        except BaseException as exc:
+            self.fail(exc, None)
+        if self._failure is not None or self.stopped.is_set():
+            self.cancel()
+            self._teardown(threads, listener)
+            exc, name = self._failure or (None, None)
+            if exc is not None:
+                raise RuntimeError(f"Chandy slot {self.slot} failed in operator '{name}': "
+                                   f"{type(exc).__name__}: {exc}") from exc
+            raise RuntimeError(f"Chandy slot {self.slot} was cancelled")
+        results = {node.uid: node.operator.result() for r in self.runners for node in r.chain.operators
+                   if node.is_sink}
+        if self.snapshotter is not None:
+            self.snapshotter.close(JOIN_TIMEOUT_S)  # let acks of checkpoints taken before the end go out
+        self.stopped.set()
+        self.control.send(TaskFinished(self.attempt, self.slot))
+        self._teardown(threads, listener)
+        return results
+
+    def _teardown(self, threads: list[threading.Thread], listener: threading.Thread | None) -> None:
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if self.server is not None:
+            self.server.close()
+            self.server.join(max(0.0, deadline - time.monotonic()))
+        if self.control is not None:
+            self.control.close()
+        if listener is not None:
+            listener.join(max(0.0, deadline - time.monotonic()))

@@ -1,0 +1,201 @@
+"""One chain subtask: the thread that pulls its input, runs its operators back to back, and writes output.
+
+A source chain polls its source; any other chain polls its input gate. Checkpoint barriers are aligned here
+(:mod:`runtime.executor.aligner`) and the synchronous part of a snapshot is taken here, on this thread,
+between two batches; the asynchronous part goes to the slot's :class:`~runtime.executor.snapshotter.Snapshotter`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from runtime.executor.aligner import Alignment, BarrierAligner
+from runtime.executor.snapshotter import OperatorSnapshot, TaskSnapshot
+from runtime.gc_pause import gc_paused
+from runtime.graph.job_graph import Chain
+from runtime.network.channels import Cancelled, InputGate
+from runtime.network.record_writer import RecordWriter
+from runtime.protocol.events import END_OF_INPUT, CheckpointBarrier, EndOfInput
+from runtime.protocol.messages import SubtaskFinished
+
+if TYPE_CHECKING:
+    from runtime.executor.slot import SlotRunner
+
+__all__ = ["SubtaskRunner", "OperatorError"]
+
+log = logging.getLogger(__name__)
+
+
+class OperatorError(Exception):
+    """An exception raised by an operator (usually the user's function), with the operator named."""
+
+    def __init__(self, operator_name: str, cause: BaseException):
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.operator_name = operator_name
+        self.cause = cause
+
+
+class SubtaskRunner:
+    """One chain subtask: pulls input from its gate (or its source), runs its operators, writes output."""
+
+    def __init__(self, slot: "SlotRunner", chain: Chain, gate: InputGate | None):
+        self.slot = slot
+        self.chain = chain
+        self.gate = gate
+        self.operators = [node.operator for node in chain.operators]
+        self.writer: RecordWriter | None = None
+        self.buffer_timeout = slot.graph.buffer_timeout_ms / 1000.0
+        # A columnar source's poll size counts rows of one Arrow batch, not Python records.
+        self.batch_size = slot.graph.columnar_batch_size if chain.is_columnar_source else slot.graph.batch_size
+        self.backends = [getattr(op.runtime_context, "keyed_backend", None) for op in self.operators]
+        self.triggers: deque = deque()  # checkpoint ids to inject (sources), appended by the control thread
+        self.notifications: deque = deque()  # completed checkpoint ids, appended by the control thread
+        self.finished = False
+        checkpointing = slot.graph.checkpointing
+        self.aligner = None
+        if gate is not None and checkpointing is not None:
+            self.aligner = BarrierAligner(len(gate), checkpointing.exactly_once)
+
+    def _call(self, operator, method: str, *args):
+        try:
+            return getattr(operator, method)(*args)
+        except (Cancelled, OperatorError):
+            raise
+        except Exception as exc:
+            raise OperatorError(operator.name, exc) from exc
+
+    def _push(self, records: list, start: int) -> None:
+        operators = self.operators
+        for i in range(start, len(operators)):
+            operator = operators[i]
+            try:
+                records = operator.process_batch(records)
+            except Cancelled:
+                raise
+            except Exception as exc:
+                raise OperatorError(operator.name, exc) from exc
+            if not records:
+                return
+        self.writer.emit(records)
+
+    def run(self) -> None:
+        for operator in self.operators:
+            self._call(operator, "open")
+        try:
+            if self.chain.is_source:
+                self._run_source()
+            else:
+                self._run_consumer()
+            for i, operator in enumerate(self.operators):
+                leftover = self._call(operator, "finish")
+                if leftover:
+                    self._push(leftover, i + 1)
+            self.writer.flush()
+            self.writer.broadcast_event(END_OF_INPUT)
+            self.writer.close()
+            self.finished = True
+            self.slot.send(SubtaskFinished(self.slot.attempt, self.chain.index, self.slot.slot))
+        finally:
+            for operator in self.operators:
+                try:
+                    operator.close()
+                except Exception:  # close errors must not hide the error that ended the task
+                    log.exception("close() of operator %s failed", operator.name)
+
+    # A source iteration (poll + the chained operators) should take about this long at most: checkpoint
+    # triggers and notifications are handled between iterations, so it bounds their delay.
+    SOURCE_ITERATION_S = 0.02
+
+    def _run_source(self) -> None:
+        source = self.operators[0]
+        stopped = self.slot.stopped
+        writer = self.writer
+        timeout = self.buffer_timeout
+        next_flush = time.monotonic() + timeout
+        triggers, notifications = self.triggers, self.notifications
+        poll_size = min(self.batch_size, 64)  # grows to batch_size within a few iterations if the chain is fast
+        columnar = self.chain.is_columnar_source
+        while not stopped.is_set():
+            if triggers:
+                self._checkpoint(triggers.popleft(), 0.0)
+            if notifications:
+                self._notify(notifications.popleft())
+            started = time.monotonic()
+            batch = self._call(source, "poll", poll_size)
+            if batch is None:
+                return
+            if batch:
+                self._push(batch, 1)
+            now = time.monotonic()
+            if batch:  # adapt the poll size to the chain's speed: slow operators get small batches
+                elapsed = now - started
+                if elapsed > self.SOURCE_ITERATION_S and poll_size > 1:
+                    poll_size = max(1, int(poll_size * self.SOURCE_ITERATION_S / elapsed))
+                elif (elapsed < self.SOURCE_ITERATION_S / 4 and poll_size < self.batch_size
+                      and (sum(b.num_rows for b in batch) if columnar else len(batch)) == poll_size):
+                    poll_size = min(self.batch_size, poll_size * 2)
+            if now >= next_flush:
+                writer.flush()
+                next_flush = now + timeout
+        raise Cancelled()
+
+    def _run_consumer(self) -> None:
+        gate = self.gate
+        writer = self.writer
+        timeout = self.buffer_timeout
+        open_channels = len(gate)
+        next_flush = time.monotonic() + timeout
+        notifications = self.notifications
+        aligner = self.aligner
+        while open_channels:
+            if notifications:
+                self._notify(notifications.popleft())
+            item = gate.poll(max(0.0005, next_flush - time.monotonic()))
+            if item is not None:
+                channel, payload = item
+                if type(payload) is list:
+                    self._push(payload, 0)
+                elif isinstance(payload, CheckpointBarrier):
+                    self._on_alignment(aligner.on_barrier(channel, payload.checkpoint_id), channel,
+                                       payload.checkpoint_id)
+                elif isinstance(payload, EndOfInput):
+                    open_channels -= 1
+                    if aligner is not None:
+                        pending = aligner.current
+                        self._on_alignment(aligner.on_end_of_input(channel), channel, pending)
+            now = time.monotonic()
+            if now >= next_flush:
+                writer.flush()
+                next_flush = now + timeout
+
+
+    def _on_alignment(self, decision: Alignment, channel: int, checkpoint_id: int | None) -> None:
+        if decision is Alignment.BLOCK:
+            if self.aligner.should_block(channel):
+                self.gate.block(channel)
+        elif decision is Alignment.COMPLETE:
+            self._checkpoint(checkpoint_id, self.aligner.alignment_ms)
+            self.gate.unblock_all()
+
+    def _checkpoint(self, checkpoint_id: int, alignment_ms: float) -> None:
+        """The synchronous part: flush, freeze every operator's state, forward the barrier."""
+        self.writer.flush()
+        with gc_paused():
+            started = time.monotonic()
+            snapshots = []
+            for node, operator, backend in zip(self.chain.operators, self.operators, self.backends):
+                keyed = backend.snapshot() if backend is not None else None
+                state = self._call(operator, "snapshot_operator_state", checkpoint_id)
+                offsets = repr(state.get("splits", state.get("union:splits"))) if node.is_source else None
+                snapshots.append(OperatorSnapshot(node.uid, keyed, state, offsets))
+            sync_ms = (time.monotonic() - started) * 1000.0
+            self.writer.broadcast_event(CheckpointBarrier(checkpoint_id))
+        self.slot.snapshotter.submit(TaskSnapshot(checkpoint_id, self.chain.index, self.slot.slot, snapshots,
+                                                  sync_ms, alignment_ms, started))
+
+    def _notify(self, checkpoint_id: int) -> None:
+        for operator in self.operators:
+            self._call(operator, "notify_checkpoint_complete", checkpoint_id)

@@ -1,0 +1,163 @@
+"""From the transformations a user's program declares to the job graph the executors run.
+
+The API records :class:`~runtime.graph.transformation.Transformation` nodes (physical ones: source,
+operator, sink; virtual ones: partition for ``key_by``/``rebalance``/..., union). :func:`compile_job_graph`
+resolves the virtual nodes into edges with partitioners, assigns parallelism and stable uids, validates,
+and chains operators the way Flink does: a node joins its upstream's chain when it has exactly one input,
+the edge is forward, the parallelism is equal, and the upstream has no other consumer. Records inside a
+chain are passed as Python lists, never serialised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import cloudpickle
+
+from runtime.errors import JobGraphError, UnpicklableFunctionError
+from runtime.graph.job_graph import (
+    FORWARD,
+    REBALANCE,
+    Chain,
+    ChainEdge,
+    JobGraph,
+    OperatorEdge,
+    OperatorNode,
+    Partitioner,
+)
+from runtime.graph.transformation import Transformation
+from runtime.keys.key_groups import UPPER_BOUND_MAX_PARALLELISM, default_max_parallelism
+
+__all__ = ["compile_job_graph"]
+
+
+def _resolve_inputs(t: Transformation) -> list[tuple[Transformation, Partitioner | None, str | None]]:
+    """Physical upstream nodes of ``t``, each with the partitioner and side-output tag virtual nodes set."""
+    resolved: list[tuple[Transformation, Partitioner | None, str | None]] = []
+
+    def visit(node: Transformation, partitioner: Partitioner | None, side_tag: str | None):
+        if node.kind == "partition":
+            visit(node.inputs[0], node.partitioner if partitioner is None else partitioner, side_tag)
+        elif node.kind == "union":
+            for upstream in node.inputs:
+                visit(upstream, partitioner, side_tag)
+        elif node.kind == "side":
+            visit(node.inputs[0], partitioner, node.side_tag)
+        else:
+            resolved.append((node, partitioner, side_tag))
+
+    for upstream in t.inputs:
+        visit(upstream, None, None)
+    return resolved
+
+
+def _derive_uid(t: Transformation, input_uids: list[str], seen: dict[str, int]) -> str:
+    basis = "|".join([t.kind, t.name, *input_uids])
+    occurrence = seen.get(basis, 0)
+    seen[basis] = occurrence + 1
+    digest = hashlib.sha1(f"{basis}#{occurrence}".encode()).hexdigest()[:12]
+    slug = "".join(c if c.isalnum() else "-" for c in t.name.lower()).strip("-")[:24] or t.kind
+    return f"{slug}-{digest}"
+
+
+def _check_picklable(node: OperatorNode) -> None:
+    try:
+        cloudpickle.dumps(node.operator)
+    except Exception as exc:  # any failure to pickle is the user's function's
+        raise UnpicklableFunctionError(node.name, exc) from exc
+
+
+def compile_job_graph(transformations: list[Transformation], job_name: str, default_parallelism: int,
+                      max_parallelism: int | None, buffer_timeout_ms: float, batch_size: int) -> JobGraph:
+    """Validate the declared transformations and build the job graph. Raises :class:`JobGraphError`."""
+    physical = sorted((t for t in transformations if not t.is_virtual), key=lambda t: t.id)
+    if not any(t.kind == "sink" for t in physical):
+        raise JobGraphError(
+            f"Job '{job_name}' has no sink, so it would compute nothing visible. End each stream with "
+            "sink_to(...), print(), or use execute_and_collect()."
+        )
+    environments = {id(t.environment) for t in transformations if t.environment is not None}
+    if len(environments) > 1:
+        raise JobGraphError("The job combines streams from different StreamExecutionEnvironments; "
+                            "build every stream of a job from one environment.")
+
+    nodes: dict[int, OperatorNode] = {}
+    seen_uids: dict[str, str] = {}
+    derive_seen: dict[str, int] = {}
+    for t in physical:
+        parallelism = 1 if t.non_parallel else (t.parallelism or default_parallelism)
+        if t.non_parallel and t.parallelism not in (None, 1):
+            raise JobGraphError(f"Operator '{t.name}' is a non-parallel source; its parallelism must be 1, "
+                                f"not {t.parallelism}.")
+        upstream = _resolve_inputs(t)
+        uid = t.uid or _derive_uid(t, [nodes[u.id].uid for u, _, _ in upstream], derive_seen)
+        if uid in seen_uids:
+            raise JobGraphError(f"Operators '{seen_uids[uid]}' and '{t.name}' both have uid '{uid}': "
+                                "uids identify state in checkpoints and must be unique.")
+        seen_uids[uid] = t.name
+        node = OperatorNode(t.name, uid, parallelism, t.make_operator(t.name), t.output_type,
+                            is_source=t.kind == "source", is_sink=t.kind == "sink", schema=t.schema)
+        nodes[t.id] = node
+        for u, partitioner, side_tag in upstream:
+            source = nodes[u.id]
+            if partitioner is None:
+                partitioner = FORWARD if source.parallelism == parallelism else REBALANCE
+            elif partitioner.kind == "forward" and source.parallelism != parallelism:
+                raise JobGraphError(
+                    f"forward() between '{source.name}' (parallelism {source.parallelism}) and '{t.name}' "
+                    f"(parallelism {parallelism}) is impossible: forward needs equal parallelism. "
+                    "Use rebalance() or make the parallelisms equal."
+                )
+            edge = OperatorEdge(source, node, partitioner, side_tag)
+            source.outputs.append(edge)
+            node.inputs.append(edge)
+
+    all_nodes = list(nodes.values())
+    max_p = max_parallelism or default_max_parallelism(max(n.parallelism for n in all_nodes))
+    if not 1 <= max_p <= UPPER_BOUND_MAX_PARALLELISM:
+        raise JobGraphError(f"max parallelism {max_p} is outside [1, {UPPER_BOUND_MAX_PARALLELISM}]")
+    for node in all_nodes:
+        if node.parallelism > max_p:
+            raise JobGraphError(f"Operator '{node.name}' has parallelism {node.parallelism}, above the job's "
+                                f"max parallelism {max_p}; raise set_max_parallelism() or lower it.")
+        _check_picklable(node)
+
+    for node in all_nodes:
+        tags = {e.side_tag for e in node.outputs if e.side_tag}
+        if tags:
+            node.operator.side_tags = frozenset(tags)
+            node.operator.emits_side_outputs = True
+
+    chain_of: dict[int, list[OperatorNode]] = {}
+    chains_in_order: list[list[OperatorNode]] = []
+    for node in all_nodes:  # topological: inputs are declared before their consumers
+        if len(node.inputs) == 1:
+            edge = node.inputs[0]
+            up = edge.source
+            if (edge.partitioner.kind == "forward" and up.parallelism == node.parallelism
+                    and len(up.outputs) == 1 and not up.is_sink and edge.side_tag is None
+                    and not getattr(up.operator, "emits_side_outputs", False)):
+                chain = chain_of[id(up)]
+                chain.append(node)
+                chain_of[id(node)] = chain
+                continue
+        chain = [node]
+        chains_in_order.append(chain)
+        chain_of[id(node)] = chain
+
+    chains = [Chain(i, ops, ops[0].parallelism) for i, ops in enumerate(chains_in_order)]
+    index_of = {id(op): c.index for c in chains for op in c.operators}
+    edges: list[ChainEdge] = []
+    for node in all_nodes:
+        for edge in node.inputs:
+            src_chain, dst_chain = index_of[id(edge.source)], index_of[id(node)]
+            if src_chain == dst_chain:
+                continue
+            chain_edge = ChainEdge(len(edges), src_chain, dst_chain, edge.partitioner,
+                                   None if edge.side_tag else edge.source.output_type,
+                                   edge.source.parallelism, node.parallelism, edge.side_tag,
+                                   None if edge.side_tag else edge.source.schema)
+            edges.append(chain_edge)
+            chains[src_chain].outputs.append(chain_edge)
+            chains[dst_chain].inputs.append(chain_edge)
+    return JobGraph(job_name, chains, edges, max_p, buffer_timeout_ms, batch_size)

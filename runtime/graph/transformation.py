@@ -1,0 +1,43 @@
+"""What the DataStream API records: one :class:`Transformation` per declared operator or virtual node.
+
+Physical kinds (source, operator, sink) become operators of the job graph; virtual kinds (partition for
+``key_by``/``rebalance``/..., union, side output) become edges. See :mod:`runtime.graph.compile`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from runtime.graph.job_graph import Partitioner
+from runtime.types import TypeInformation
+
+__all__ = ["Transformation"]
+
+_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class Transformation:
+    """One node the API declared. ``make_operator`` builds the operator on the driver at compile time."""
+
+    kind: str  # "source" | "operator" | "sink" | "partition" | "union" | "side"
+    name: str
+    inputs: list["Transformation"] = field(default_factory=list)
+    make_operator: Callable[[str], Any] | None = None
+    parallelism: int | None = None
+    output_type: TypeInformation | None = None
+    uid: str | None = None
+    partitioner: Partitioner | None = None
+    non_parallel: bool = False
+    environment: Any = None
+    side_tag: str | None = None  # for "side": the OutputTag id selected from the input
+    schema: Any = None  # a pyarrow.Schema when the output is columnar (record batches), else None
+    id: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def is_virtual(self) -> bool:
+        return self.kind in ("partition", "union", "side")
+
+

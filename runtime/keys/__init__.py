@@ -1,0 +1,1 @@
+"""Keys and key groups: the stable hash, Flink's key-group math, and its Arrow-vectorised twin."""

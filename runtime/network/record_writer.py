@@ -1,0 +1,193 @@
+"""Routing a task's output records to the channels of its output edges, with batching.
+
+Records are appended to one buffer per channel; a buffer is sent when it reaches ``batch_size`` records, or
+when the task calls :meth:`RecordWriter.flush` (it does so every buffer timeout, and before an event). Only
+the task's own thread touches a writer, so there are no locks here.
+
+Columnar edges (Arrow record batches) have their own writer: a batch is split by target with Arrow kernels,
+never row by row, and buffers count rows rather than batches.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pyarrow.compute as pc
+
+from runtime.keys.arrow_key_groups import column_subtasks
+from runtime.protocol.events import Event
+from runtime.graph.job_graph import ChainEdge
+from runtime.keys.key_groups import assign_to_key_group
+from runtime.side_outputs import SideOutputRecord
+
+__all__ = ["EdgeWriter", "ColumnarEdgeWriter", "RecordWriter"]
+
+_ROUTE_CACHE_LIMIT = 1 << 20
+
+
+class _ChannelSet:
+    """The channels of one edge from one producer subtask, one output buffer each."""
+
+    buffers: list[list]
+    channels: list
+
+    def flush(self) -> None:
+        for i, buffer in enumerate(self.buffers):
+            if buffer:
+                self.channels[i].send(buffer)
+                self.buffers[i] = []
+
+    def broadcast_event(self, event: Event) -> None:
+        self.flush()
+        for channel in self.channels:
+            channel.send_event(event)
+
+    def close(self) -> None:
+        for channel in self.channels:
+            channel.close()
+
+
+class EdgeWriter(_ChannelSet):
+    """Output of one task to one edge: a channel per consumer subtask it sends to."""
+
+    def __init__(self, edge: ChainEdge, producer: int, channels: dict[int, object], batch_size: int,
+                 max_parallelism: int):
+        self.edge = edge
+        self.targets = list(edge.targets_of(producer))
+        self.channels = [channels[t] for t in self.targets]
+        self.buffers: list[list] = [[] for _ in self.targets]
+        self.batch_size = batch_size
+        self.kind = edge.partitioner.kind
+        self.key_selector: Callable | None = edge.partitioner.key_selector
+        self.max_parallelism = max_parallelism
+        self.parallelism = edge.target_parallelism
+        self._route: dict = {}
+        self._next = producer % max(1, len(self.targets))
+        self.side_tag = edge.side_tag
+        self.separate_side_outputs = False  # set when the producer may emit SideOutputRecords
+
+    def _target_of(self, key) -> int:
+        target = self._route.get(key)
+        if target is None:
+            target = assign_to_key_group(key, self.max_parallelism) * self.parallelism // self.max_parallelism
+            if len(self._route) >= _ROUTE_CACHE_LIMIT:
+                self._route.clear()
+            self._route[key] = target
+        return target
+
+    def emit(self, records: list) -> None:
+        if self.separate_side_outputs:
+            if self.side_tag is None:
+                records = [r for r in records if type(r) is not SideOutputRecord]
+            else:
+                tag = self.side_tag
+                records = [r.value for r in records if type(r) is SideOutputRecord and r.tag == tag]
+            if not records:
+                return
+        buffers = self.buffers
+        kind = self.kind
+        if kind == "hash":
+            key_of, route, target_of = self.key_selector, self._route, self._target_of
+            appenders = [b.append for b in buffers]
+            for r in records:
+                key = key_of(r)
+                target = route.get(key)
+                if target is None:
+                    target = target_of(key)
+                appenders[target](r)
+        elif kind == "forward" or len(buffers) == 1:
+            buffers[0].extend(records)
+        elif kind == "rebalance":
+            # Contiguous slices, rotating the first target: round-robin per batch keeps the per-record cost
+            # at zero while spreading load evenly over time.
+            n = len(buffers)
+            size = -(-len(records) // n)
+            start = self._next
+            for i in range(n):
+                chunk = records[i * size:(i + 1) * size]
+                if chunk:
+                    buffers[(start + i) % n].extend(chunk)
+            self._next = (start + 1) % n
+        else:  # broadcast
+            for buffer in buffers:
+                buffer.extend(records)
+        batch_size = self.batch_size
+        for i, buffer in enumerate(buffers):
+            if len(buffer) >= batch_size:
+                self.channels[i].send(buffer)
+                buffers[i] = []
+
+
+class ColumnarEdgeWriter(_ChannelSet):
+    """Output of one task to one columnar edge; its records are Arrow record batches."""
+
+    def __init__(self, edge: ChainEdge, producer: int, channels: dict[int, object], batch_rows: int,
+                 max_parallelism: int):
+        self.targets = list(edge.targets_of(producer))
+        self.channels = [channels[t] for t in self.targets]
+        self.buffers = [[] for _ in self.targets]
+        self.rows = [0] * len(self.targets)
+        self.batch_rows = batch_rows
+        self.kind = edge.partitioner.kind
+        self.key_column = edge.partitioner.key_column
+        self.max_parallelism = max_parallelism
+        self.parallelism = edge.target_parallelism
+        self._next = producer % max(1, len(self.targets))
+        self.separate_side_outputs = False  # columnar operators emit no side outputs
+
+    def _add(self, i: int, batch) -> None:
+        self.buffers[i].append(batch)
+        self.rows[i] += batch.num_rows
+        if self.rows[i] >= self.batch_rows:
+            self.channels[i].send(self.buffers[i])
+            self.buffers[i] = []
+            self.rows[i] = 0
+
+    def emit(self, batches: list) -> None:
+        n = len(self.channels)
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            if self.kind == "hash" and n > 1:
+                subtasks = column_subtasks(batch.column(self.key_column), self.max_parallelism, self.parallelism)
+                for i in range(n):
+                    part = batch.filter(pc.equal(subtasks, i))
+                    if part.num_rows:
+                        self._add(i, part)
+            elif self.kind == "forward" or n == 1:
+                self._add(0, batch)
+            elif self.kind == "rebalance":  # whole batches, rotating: batches are large already
+                self._add(self._next, batch)
+                self._next = (self._next + 1) % n
+            else:  # broadcast
+                for i in range(n):
+                    self._add(i, batch)
+
+    def flush(self) -> None:
+        super().flush()
+        self.rows = [0] * len(self.rows)
+
+
+class RecordWriter:
+    """All output edges of one task."""
+
+    def __init__(self, edges: list[EdgeWriter], separate_side_outputs: bool = False):
+        self.edges = edges
+        for edge in edges:
+            edge.separate_side_outputs = separate_side_outputs
+
+    def emit(self, records: list) -> None:
+        for edge in self.edges:
+            edge.emit(records)
+
+    def flush(self) -> None:
+        for edge in self.edges:
+            edge.flush()
+
+    def broadcast_event(self, event: Event) -> None:
+        for edge in self.edges:
+            edge.broadcast_event(event)
+
+    def close(self) -> None:
+        for edge in self.edges:
+            edge.close()

@@ -1,0 +1,62 @@
+"""Control events that travel in a data channel, in order with its records.
+
+On a remote channel an event is a zero-row Arrow batch whose custom metadata says what it is; on a local
+channel it is the object itself. Today: end of input and checkpoint barriers (later: watermarks).
+
+>>> event_from_metadata(CheckpointBarrier(7).to_metadata())
+CheckpointBarrier(checkpoint_id=7)
+>>> event_from_metadata(END_OF_INPUT.to_metadata()) is END_OF_INPUT
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Event", "EndOfInput", "END_OF_INPUT", "CheckpointBarrier", "event_from_metadata"]
+
+_EVENT_KEY = b"chandy.event"
+_CHECKPOINT_KEY = b"chandy.checkpoint"
+
+
+class Event:
+    """A control event travelling in a data channel, in order with its records."""
+
+    def to_metadata(self) -> dict[bytes, bytes]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class EndOfInput(Event):
+    """The producer will send nothing more on this channel."""
+
+    def to_metadata(self) -> dict[bytes, bytes]:
+        return {_EVENT_KEY: b"end"}
+
+
+END_OF_INPUT = EndOfInput()
+
+
+@dataclass(frozen=True)
+class CheckpointBarrier(Event):
+    """Everything before it on this channel belongs to checkpoint ``checkpoint_id``; nothing after it does."""
+
+    checkpoint_id: int
+
+    def to_metadata(self) -> dict[bytes, bytes]:
+        return {_EVENT_KEY: b"barrier", _CHECKPOINT_KEY: str(self.checkpoint_id).encode()}
+
+
+def event_from_metadata(metadata) -> Event | None:
+    if not metadata:
+        return None
+    kind = metadata.get(_EVENT_KEY)
+    if kind == b"end":
+        return END_OF_INPUT
+    if kind == b"barrier":
+        return CheckpointBarrier(int(metadata[_CHECKPOINT_KEY]))
+    if kind is None:
+        return None
+    raise ValueError(f"Unknown event in data stream: {kind!r}")
+
+

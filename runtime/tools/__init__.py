@@ -1,0 +1,1 @@
+"""Command-line tools: the ``chandy`` CLI, the demo job, checkpoint inspection, packaging for spark-submit."""

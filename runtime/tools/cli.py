@@ -1,0 +1,65 @@
+"""The ``chandy`` command.
+
+    chandy --version
+    chandy demo [--records N --keys K --parallelism P]   run the reference job on local Spark
+    chandy pyfiles chandy.zip                            zip Chandy for spark-submit --py-files
+    chandy checkpoints DIR                               completed checkpoints of the job directory DIR
+    chandy checkpoint DIR ID                             one checkpoint: operators, files, key groups, offsets
+
+DIR is ``<checkpoint storage>/<job name>``, as a path or any fsspec URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from runtime import __version__
+
+    parser = argparse.ArgumentParser(prog="chandy", description="Chandy: exactly-once stream processing on Spark.")
+    parser.add_argument("--version", action="version", version=f"chandy {__version__}")
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("demo", help="run the reference job on local Spark and check its result",
+                        add_help=False)
+    pyfiles = commands.add_parser("pyfiles", help="zip Chandy's packages for spark-submit --py-files")
+    pyfiles.add_argument("destination", nargs="?", default="chandy.zip")
+    listing = commands.add_parser("checkpoints", help="list the completed checkpoints of a job directory")
+    listing.add_argument("directory")
+    showing = commands.add_parser("checkpoint", help="show one checkpoint")
+    showing.add_argument("directory")
+    showing.add_argument("checkpoint_id", type=int)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "demo":
+        from runtime.tools.demo import main as demo
+
+        return demo(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "pyfiles":
+        from runtime.tools.packaging import build_pyfiles_zip
+
+        print(build_pyfiles_zip(args.destination))
+        return 0
+    if args.command in ("checkpoints", "checkpoint"):
+        from runtime.tools.checkpoint_inspection import describe_checkpoint, list_checkpoints
+        from runtime.errors import ChandyError
+
+        try:
+            if args.command == "checkpoints":
+                print(list_checkpoints(args.directory))
+            else:
+                print(describe_checkpoint(args.directory, args.checkpoint_id))
+        except ChandyError as exc:
+            print(f"chandy: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    parser.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
