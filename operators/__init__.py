@@ -1,7 +1,7 @@
 """User functions, built-in operators, sources and sinks."""
 
 from operators.file_sink import FileSink
-from operators.file_source import FileSource, MalformedRecordError
+from operators.file_source import FileSource
 from operators.functions import (
     FilterFunction,
     FlatMapFunction,
@@ -15,7 +15,8 @@ from operators.functions import (
 )
 from operators.sinks import CollectSink, DiscardingSink, PrintSink, Sink, SinkWriter
 from operators.sources import CollectionSource, SequenceSource, Source, SourceReader
-from operators.two_phase_commit import IdempotentSink, TransactionContext, TwoPhaseCommitSink
+from operators.two_phase_commit import IdempotentSink, TransactionContext, TransactionStatus, TwoPhaseCommitSink
+from runtime.errors import MalformedRecordError
 from state_backends.descriptors import (
     AggregateFunction,
     AggregatingStateDescriptor,
@@ -49,6 +50,7 @@ __all__ = [
     "MalformedRecordError",
     "TwoPhaseCommitSink",
     "TransactionContext",
+    "TransactionStatus",
     "IdempotentSink",
     "AggregateFunction",
     "ValueStateDescriptor",

@@ -1,4 +1,13 @@
-"""Built-in one-input operators: map, flat_map, filter, process, and keyed process / reduce."""
+"""Built-in one-input operators: map, flat_map, filter, process, and keyed process / reduce.
+
+An operator runs its function over a whole batch of records at once (``function`` is the user's object,
+``call`` the plain callable behind it, see :func:`operators.functions.as_callable`):
+
+>>> FilterOperator("even", None, lambda x: x % 2 == 0).process_batch([1, 2, 3, 4])
+[2, 4]
+>>> FlatMapOperator("split", None, str.split).process_batch(["to be", "or"])
+['to', 'be', 'or']
+"""
 
 from __future__ import annotations
 
@@ -7,6 +16,7 @@ from typing import Any, Callable, Iterable
 from operators.context import KeyedContext
 from operators.functions import ProcessFunction
 from operators.operator import OneInputOperator
+from runtime.errors import FunctionContractError
 from runtime.side_outputs import OutputTag, SideOutputRecord
 
 __all__ = [
@@ -27,7 +37,7 @@ def _tag_side_outputs(records: list, side_tags) -> list:
 
 def _check_iterable(result: Any, operator_name: str) -> Iterable:
     if isinstance(result, (tuple, str, bytes, dict)):
-        raise TypeError(
+        raise FunctionContractError(
             f"Operator '{operator_name}' returned a {type(result).__name__} where an iterable of records "
             "was expected: yield each record, or return a list of records."
         )
@@ -94,7 +104,7 @@ class KeyedProcessOperator(OneInputOperator):
 
     def open(self) -> None:
         self.backend = self.runtime_context.keyed_backend
-        self.ctx = KeyedContext(self.backend)
+        self.ctx = KeyedContext()
         super().open()
 
     def process_batch(self, records: list) -> list:
@@ -105,7 +115,9 @@ class KeyedProcessOperator(OneInputOperator):
         out: list = []
         extend = out.extend
         for r in records:
-            set_key(key_of(r))
+            key = key_of(r)
+            set_key(key)
+            ctx.current_key = key
             result = call(r, ctx)
             if result is not None:
                 extend(_check_iterable(result, self.name))
@@ -113,7 +125,16 @@ class KeyedProcessOperator(OneInputOperator):
 
 
 class KeyedReduceOperator(OneInputOperator):
-    """Rolling reduce per key: emits the new reduced value for every record (Flink's semantics)."""
+    """Rolling reduce per key: emits the new reduced value for every record (Flink's semantics).
+
+    >>> from operators.context import SubtaskInfo
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> op = KeyedReduceOperator("sum", None, lambda a, b: a + b, key_selector=lambda x: x % 2)
+    >>> op.setup(SubtaskInfo("sum", 0, 1, 128, 0), HeapKeyedStateBackend(128, key_group_range(128, 1, 0)))
+    >>> op.open(); op.process_batch([1, 2, 3, 4])
+    [1, 2, 4, 6]
+    """
 
     keyed = True
     STATE_NAME = "reduce"
@@ -127,24 +148,20 @@ class KeyedReduceOperator(OneInputOperator):
         from state_backends.descriptors import ValueStateDescriptor
 
         self.backend = self.runtime_context.keyed_backend
-        self.backend.get_state(ValueStateDescriptor(self.STATE_NAME))
+        self.state = self.backend.get_state(ValueStateDescriptor(self.STATE_NAME))
         super().open()
 
     def process_batch(self, records: list) -> list:
         reduce = self.call
         key_of = self.key_selector
-        backend = self.backend
-        set_key = backend.set_current_key
-        table_of = backend.table
-        name = self.STATE_NAME
+        set_key = self.backend.set_current_key
+        read, write = self.state.value, self.state.update
         out = []
         append = out.append
         for r in records:
-            key = key_of(r)
-            set_key(key)
-            table = table_of(name)
-            current = table.get(key)
+            set_key(key_of(r))
+            current = read()
             value = r if current is None else reduce(current, r)
-            table[key] = value
+            write(value)
             append(value)
         return out

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from operators.operator import OneInputOperator
+from runtime.errors import ApiUsageError, FunctionContractError, InvalidRecordError
 from state_backends.descriptors import ValueStateDescriptor
 
 __all__ = [
@@ -45,12 +46,12 @@ def as_record_batch(result: Any, schema: pa.Schema | None, operator_name: str) -
     elif isinstance(result, dict):
         result = pa.RecordBatch.from_pydict(result)
     if not isinstance(result, pa.RecordBatch):
-        raise TypeError(f"Operator '{operator_name}' returned a {type(result).__name__}: a batch function must "
+        raise FunctionContractError(f"Operator '{operator_name}' returned a {type(result).__name__}: a batch function must "
                         "return a pyarrow.RecordBatch, a pyarrow.Table, or a dict of column name -> array.")
     if schema is None or result.schema is schema:
         return result
     if result.schema.names != schema.names or result.schema.types != schema.types:
-        raise TypeError(f"Operator '{operator_name}' returned a batch with schema [{_describe(result.schema)}], "
+        raise FunctionContractError(f"Operator '{operator_name}' returned a batch with schema [{_describe(result.schema)}], "
                         f"not its declared schema [{_describe(schema)}]. Return the same columns and types for "
                         "every batch, or pass the schema you return as schema=... to map_batches().")
     return pa.RecordBatch.from_arrays(result.columns, schema=schema)
@@ -66,13 +67,13 @@ def infer_output_schema(function: Callable, input_schema: pa.Schema, operator_na
     A function with an ``open()`` method is not called: it may need what ``open`` sets up.
     """
     if callable(getattr(function, "open", None)):
-        raise TypeError(f"'{operator_name}' has an open() method, so it cannot be called before the job runs to "
+        raise ApiUsageError(f"'{operator_name}' has an open() method, so it cannot be called before the job runs to "
                         "find the schema it returns: pass it as map_batches(func, schema=pa.schema([...])).")
     try:
         result = function(pa.RecordBatch.from_pylist([], schema=input_schema))
         return as_record_batch(result, None, operator_name).schema
     except Exception as exc:
-        raise TypeError(
+        raise ApiUsageError(
             f"Could not infer the output schema of '{operator_name}' by calling it with an empty batch of "
             f"[{_describe(input_schema)}] ({type(exc).__name__}: {exc}). Pass it explicitly: "
             "map_batches(func, schema=pa.schema([...]))."
@@ -120,7 +121,7 @@ class RowsToBatchesOperator(OneInputOperator):
             return [pa.RecordBatch.from_pylist(records, schema=schema)]
         columns = [records] if len(schema) == 1 else list(zip(*records))
         if len(columns) != len(schema):
-            raise ValueError(f"Operator '{self.name}': records have {len(columns)} fields, the schema "
+            raise InvalidRecordError(f"Operator '{self.name}': records have {len(columns)} fields, the schema "
                              f"[{_describe(schema)}] has {len(schema)}")
         return [pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema)],
                                            schema=schema)]
@@ -171,7 +172,7 @@ class KeyedRunningAggregateOperator(OneInputOperator):
     def _aggregate(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         keys = batch.column(self.key_column)
         if keys.null_count:
-            raise ValueError(f"key column '{self.key_column}' contains nulls: filter them out or fill them "
+            raise InvalidRecordError(f"key column '{self.key_column}' contains nulls: filter them out or fill them "
                              "before key_by()")
         n = batch.num_rows
         order = pc.sort_indices(keys)  # stable: a key's rows keep their order

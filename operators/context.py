@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from operators.functions import KeyedProcessFunction, RuntimeContext
+from runtime.errors import StateUsageError
 
 __all__ = ["SubtaskInfo", "StreamingRuntimeContext", "KeyedContext", "OperatorListState"]
 
@@ -78,7 +79,7 @@ class StreamingRuntimeContext(RuntimeContext):
 
     def _keyed(self, what: str):
         if self._backend is None:
-            raise RuntimeError(
+            raise StateUsageError(
                 f"{what}() is only available in functions applied to a KeyedStream, but operator "
                 f"'{self._info.operator_name}' is not keyed: call key_by(...) before it."
             )
@@ -100,10 +101,10 @@ class StreamingRuntimeContext(RuntimeContext):
 class KeyedContext(KeyedProcessFunction.Context):
     """The ``ctx`` of ``process_element`` on a keyed stream."""
 
-    __slots__ = ("_backend",)
+    __slots__ = ("current_key",)
 
-    def __init__(self, backend):
-        self._backend = backend
+    def __init__(self):
+        self.current_key = None  # set by the operator before each call: cheaper than asking the backend
 
     def get_current_key(self):
-        return self._backend.current_key
+        return self.current_key

@@ -30,14 +30,15 @@ import posixpath
 import re
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from operators.two_phase_commit import RecoveredState, TransactionContext, TwoPhaseCommitSink
-from runtime.errors import StorageUnreachableError
+from operators.two_phase_commit import RecoveredState, TransactionContext, TransactionStatus, TwoPhaseCommitSink
+from runtime.errors import ConfigurationError, OutputCommitError, OutputUnreachableError
 
 __all__ = ["FileSink", "FileTransaction"]
 
@@ -49,12 +50,35 @@ _PART = re.compile(r"^part-(?P<run>[0-9a-f]+)-(?P<subtask>\d+)-(?P<seq>\d+)-(?P<
 
 @dataclass
 class FileTransaction:
-    """One subtask's files between two checkpoints (picklable: it is checkpointed)."""
+    """One subtask's files between two checkpoints (picklable: it is checkpointed).
+
+    ``status`` is what this object went through; a copy restored from a checkpoint says ``PRE_COMMITTED``
+    even if it was committed since, so :meth:`FileSink.commit` and :meth:`FileSink.abort` look at the files.
+    """
 
     run_id: str
     subtask: int
     sequence: int
     parts: list[str] = field(default_factory=list)  # file names, relative to the sink's path
+    status: TransactionStatus = TransactionStatus.OPEN
+
+    def __setstate__(self, state: dict) -> None:
+        # Transactions checkpointed by Chandy 0.1 carry no status: they were checkpointed pre-committed.
+        state.setdefault("status", TransactionStatus.PRE_COMMITTED)
+        self.__dict__.update(state)
+
+    def _check(self, status: TransactionStatus) -> TransactionStatus:
+        """``status``, if this transaction may move there (else ``TransactionStateError``)."""
+        return self.status.advance(status, f"FileSink transaction {self.run_id}-{self.subtask}-{self.sequence}")
+
+
+@dataclass
+class _OpenPart:
+    """The part file a transaction is writing (executor only: never pickled)."""
+
+    handle: Any  # a binary file, or a _ParquetPart
+    opened_at: float  # time.monotonic()
+    bytes_written: int = 0  # encoded bytes (Parquet: estimated from the rows' JSON size)
 
 
 class FileSink(TwoPhaseCommitSink):
@@ -64,19 +88,27 @@ class FileSink(TwoPhaseCommitSink):
     (``str(record)`` per line), ``"parquet"`` (records are dicts; a part is written when it closes, so its
     rows are buffered in memory until the next checkpoint or roll). Parts roll at ``max_part_bytes`` (of
     encoded data; for Parquet, of the rows' JSON size as an estimate) and after ``rollover_interval_ms``.
+
+    >>> sink = FileSink("memory://file-sink-doc/out", format="jsonl"); sink.validate()
+    >>> writer = sink.create_writer(subtask_index=0, parallelism=1); writer.open(None)
+    >>> writer.write_batch([{"user": "a"}]); _ = writer.snapshot_state(checkpoint_id=1)
+    >>> sink.read_committed()                 # pre-committed at the barrier: durable, not visible
+    []
+    >>> writer.notify_checkpoint_complete(1); sink.read_committed()
+    [{'user': 'a'}]
     """
 
     def __init__(self, path: str, format: str = "jsonl", max_part_bytes: int = 128 << 20,
                  rollover_interval_ms: float | None = None):
         if format not in _EXTENSIONS:
-            raise ValueError(f"FileSink format must be one of {sorted(_EXTENSIONS)}, got {format!r}")
+            raise ConfigurationError(f"FileSink format must be one of {sorted(_EXTENSIONS)}, got {format!r}")
         self.url = path if "://" in path else "file://" + os.path.abspath(path)
         self.name = f"FileSink({path})"
         self.format = format
         self.max_part_bytes = max_part_bytes
         self.rollover_interval_ms = rollover_interval_ms
         self._fs = None
-        self._open: dict = {}  # (subtask, sequence) -> (file object, bytes written, opened at); executor only
+        self._open: dict[tuple[int, int], _OpenPart] = {}  # (subtask, sequence) -> its open part; executor only
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -111,14 +143,14 @@ class FileSink(TwoPhaseCommitSink):
                 f.write(b"ok")
             self.fs.rm(probe)
         except Exception as exc:  # unusable output: say so before the job runs for an hour
-            raise StorageUnreachableError(self.url, exc) from exc
+            raise OutputUnreachableError(self.url, exc) from exc
 
     # -- transactions ----------------------------------------------------------------------------------
 
     def begin_transaction(self, context: TransactionContext) -> FileTransaction:
         return FileTransaction(context.run_id, context.subtask, context.sequence)
 
-    def _roll(self, transaction: FileTransaction):
+    def _roll(self, transaction: FileTransaction) -> _OpenPart:
         self._close_part(transaction)
         name = (f"part-{transaction.run_id}-{transaction.subtask}-{transaction.sequence}-"
                 f"{len(transaction.parts)}.{_EXTENSIONS[self.format]}")
@@ -126,13 +158,13 @@ class FileSink(TwoPhaseCommitSink):
         handle = _ParquetPart(self.fs, self._path(INPROGRESS, name)) if self.format == "parquet" else \
             self.fs.open(self._path(INPROGRESS, name), "wb")
         transaction.parts.append(name)
-        self._open[(transaction.subtask, transaction.sequence)] = [handle, 0, time.monotonic()]
-        return self._open[(transaction.subtask, transaction.sequence)]
+        part = self._open[(transaction.subtask, transaction.sequence)] = _OpenPart(handle, time.monotonic())
+        return part
 
     def _close_part(self, transaction: FileTransaction) -> None:
-        entry = self._open.pop((transaction.subtask, transaction.sequence), None)
-        if entry is not None:
-            entry[0].close()
+        part = self._open.pop((transaction.subtask, transaction.sequence), None)
+        if part is not None:
+            part.handle.close()
 
     def _encode(self, records: list) -> bytes:
         if self.format == "jsonl":
@@ -144,43 +176,51 @@ class FileSink(TwoPhaseCommitSink):
         return "".join(f"{r}\n" for r in records).encode()
 
     def write(self, transaction: FileTransaction, records: list) -> None:
+        transaction._check(TransactionStatus.OPEN)
         if not records:
             return
-        entry = self._open.get((transaction.subtask, transaction.sequence))
-        if entry is None or entry[1] >= self.max_part_bytes or (
+        part = self._open.get((transaction.subtask, transaction.sequence))
+        if part is None or part.bytes_written >= self.max_part_bytes or (
                 self.rollover_interval_ms is not None
-                and (time.monotonic() - entry[2]) * 1000 >= self.rollover_interval_ms):
-            entry = self._roll(transaction)
+                and (time.monotonic() - part.opened_at) * 1000 >= self.rollover_interval_ms):
+            part = self._roll(transaction)
         if self.format == "parquet":
-            entry[0].rows.extend(records)
-            entry[1] += sum(len(json.dumps(r, default=str)) for r in records[:16]) * len(records) // min(16, len(records))
+            part.handle.rows.extend(records)
+            part.bytes_written += (sum(len(json.dumps(r, default=str)) for r in records[:16]) * len(records)
+                                   // min(16, len(records)))
             return
         data = self._encode(records)
-        entry[0].write(data)
-        entry[1] += len(data)
+        part.handle.write(data)
+        part.bytes_written += len(data)
 
     def pre_commit(self, transaction: FileTransaction) -> None:
+        status = transaction._check(TransactionStatus.PRE_COMMITTED)
         self._close_part(transaction)  # closing flushes: the parts are durable, still invisible
+        transaction.status = status
 
     def commit(self, transaction: FileTransaction) -> None:
+        status = transaction._check(TransactionStatus.COMMITTED)  # idempotence: decided by the files below
         local = isinstance(self.fs, LocalFileSystem)
         for name in transaction.parts:
             source, target = self._path(INPROGRESS, name), self._path(name)
             if self.fs.exists(source):
                 self.fs.mv(source, target)
             elif not self.fs.exists(target):
-                raise FileNotFoundError(f"FileSink cannot commit {name}: neither {source} nor {target} exists "
+                raise OutputCommitError(f"FileSink cannot commit {name}: neither {source} nor {target} exists "
                                         "(was the output directory changed while the job ran?)")
             if not local:
                 with self.fs.open(self._path(MARKERS, name), "wb") as f:
                     f.write(b"")
+        transaction.status = status
 
     def abort(self, transaction: FileTransaction) -> None:
+        status = transaction._check(TransactionStatus.ABORTED)
         self._close_part(transaction)
         for name in transaction.parts:
             path = self._path(INPROGRESS, name)
             if self.fs.exists(path):
                 self.fs.rm(path)
+        transaction.status = status
 
     def recover(self, state: RecoveredState) -> None:
         for transaction in state.pending:
@@ -211,7 +251,7 @@ class FileSink(TwoPhaseCommitSink):
         if not isinstance(self.fs, LocalFileSystem):
             marked = {posixpath.basename(p) for p in self._list(self._path(MARKERS))}
             names = [n for n in names if n in marked]
-        return sorted(self._path(n) for n in names)
+        return [self._path(n) for n in sorted(names, key=_part_order)]
 
     def read_committed(self) -> list:
         """Every committed record (as rows for csv, dicts for parquet), for tests and small outputs."""
@@ -226,6 +266,12 @@ class FileSink(TwoPhaseCommitSink):
                     for line in f.read().decode().splitlines():
                         records.append(json.loads(line) if self.format == "jsonl" else line)
         return records
+
+
+def _part_order(name: str) -> tuple:
+    """Committed parts in the order they were written: by run, subtask, sequence and part number."""
+    match = _PART.match(name)
+    return match.group("run"), int(match.group("subtask")), int(match.group("seq")), int(match.group("n"))
 
 
 class _ParquetPart:

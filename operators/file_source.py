@@ -25,30 +25,33 @@ import itertools
 import json
 import os
 import time
-
 from dataclasses import dataclass
 
 import fsspec
 import pyarrow.parquet as pq
 
 from operators.sources import Source, SourceReader
-from runtime.errors import ChandyError
-from runtime.side_outputs import OutputTag, SideOutputRecord
+from runtime.errors import ConfigurationError, InputUnreachableError, MalformedRecordError
 from runtime.keys.stable_hash import stable_hash
+from runtime.side_outputs import OutputTag, SideOutputRecord
 
-__all__ = ["FileSource", "MalformedRecord", "MalformedRecordError"]
+__all__ = ["FileSource", "MalformedRecord", "MalformedRecordError"]  # the error lives in runtime.errors
 
 DONE = -1
 _FORMATS = ("jsonl", "csv", "text", "parquet")
 
 
-class MalformedRecordError(ChandyError, ValueError):
-    """A line of an input file cannot be parsed; the message names the file and the line."""
-
-
 @dataclass(frozen=True)
 class MalformedRecord:
-    """What a side output of malformed lines carries."""
+    """What a side output of malformed lines carries.
+
+    >>> import fsspec
+    >>> fsspec.filesystem("memory").pipe("/malformed-doc/a.csv", b"n,m\\n1,2\\n3\\n")
+    >>> reader = FileSource("memory://malformed-doc", "csv", on_malformed=OutputTag("bad")).create_reader(0, 1)
+    >>> reader.open(None); [record.value if isinstance(record, SideOutputRecord) else record
+    ...                     for record in reader.poll(10)]
+    [{'n': '1', 'm': '2'}, MalformedRecord(path='/malformed-doc/a.csv', line=3, text='3', error=...)]
+    """
 
     path: str
     line: int
@@ -60,14 +63,20 @@ class FileSource(Source):
     """Reads the files under a directory or matching a glob, exactly once across failures.
 
     ``continuous=True`` keeps watching for new files every ``discovery_interval_ms`` (an unbounded source).
+
+    >>> import fsspec
+    >>> fsspec.filesystem("memory").pipe("/file-source-doc/a.jsonl", b'{"n": 1}\\n{"n": 2}\\n')
+    >>> reader = FileSource("memory://file-source-doc", format="jsonl").create_reader(0, 1)
+    >>> reader.open(None); reader.poll(10), reader.poll(10)
+    ([{'n': 1}, {'n': 2}], None)
     """
 
     def __init__(self, path: str, format: str = "jsonl", continuous: bool = False,
                  discovery_interval_ms: float = 1000, on_malformed: "str | OutputTag" = "fail"):
         if format not in _FORMATS:
-            raise ValueError(f"FileSource format must be one of {_FORMATS}, got {format!r}")
+            raise ConfigurationError(f"FileSource format must be one of {_FORMATS}, got {format!r}")
         if not isinstance(on_malformed, OutputTag) and on_malformed not in ("fail", "skip"):
-            raise ValueError(f"on_malformed must be 'fail', 'skip' or an OutputTag, got {on_malformed!r}")
+            raise ConfigurationError(f"FileSource on_malformed must be 'fail', 'skip' or an OutputTag, got {on_malformed!r}")
         self.emits_side_outputs = isinstance(on_malformed, OutputTag)
         self.url = path if "://" in path else "file://" + os.path.abspath(path)
         self.format = format
@@ -81,9 +90,9 @@ class FileSource(Source):
         try:
             files = _list_files(self.url)
         except Exception as exc:  # unreachable input: say so now
-            raise MalformedRecordError(f"FileSource cannot list {self.url}: {type(exc).__name__}: {exc}") from exc
+            raise InputUnreachableError(f"FileSource cannot list {self.url}: {type(exc).__name__}: {exc}") from exc
         if not files and not self.continuous:
-            raise MalformedRecordError(f"FileSource found no files at {self.url}: check the path or glob "
+            raise InputUnreachableError(f"FileSource found no files at {self.url}: check the path or glob "
                                        "(or use continuous=True to wait for files).")
 
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:

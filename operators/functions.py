@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from runtime.errors import ApiUsageError
+
 __all__ = [
     "Function",
     "RuntimeContext",
@@ -34,6 +36,12 @@ class RuntimeContext:
 
     Passed to ``open(runtime_context)``. Keyed state calls are valid only in functions applied to a
     ``KeyedStream``.
+
+    >>> from operators.context import StreamingRuntimeContext, SubtaskInfo
+    >>> ctx = StreamingRuntimeContext(SubtaskInfo("Map", subtask_index=1, parallelism=2, max_parallelism=128,
+    ...                                           attempt=0))
+    >>> ctx.get_task_name(), ctx.get_index_of_this_subtask(), ctx.get_number_of_parallel_subtasks()
+    ('Map', 1, 2)
     """
 
     def get_task_name(self) -> str:
@@ -72,7 +80,15 @@ class RuntimeContext:
 
 
 class Function:
-    """Lifecycle hooks shared by every user function."""
+    """Lifecycle hooks shared by every user function.
+
+    >>> class Tagger(Function):
+    ...     def open(self, runtime_context):
+    ...         self.tag = f"subtask {runtime_context.get_index_of_this_subtask()}"
+    >>> from operators.context import StreamingRuntimeContext, SubtaskInfo
+    >>> tagger = Tagger(); tagger.open(StreamingRuntimeContext(SubtaskInfo("Map", 0, 1, 128, 0))); tagger.tag
+    'subtask 0'
+    """
 
     def open(self, runtime_context: RuntimeContext) -> None:
         """Called once per subtask before the first record: create clients and state handles here."""
@@ -82,32 +98,86 @@ class Function:
 
 
 class MapFunction(Function):
+    """One output record per input record (``DataStream.map``).
+
+    >>> class Length(MapFunction):
+    ...     def map(self, value):
+    ...         return len(value)
+    >>> Length().map("spark")
+    5
+    """
+
     def map(self, value: Any) -> Any:
         raise NotImplementedError
 
 
 class FlatMapFunction(Function):
+    """Zero or more output records per input record (``DataStream.flat_map``): return a list, or yield.
+
+    >>> class Split(FlatMapFunction):
+    ...     def flat_map(self, value):
+    ...         yield from value.split()
+    >>> list(Split().flat_map("to be or"))
+    ['to', 'be', 'or']
+    """
+
     def flat_map(self, value: Any) -> Iterable[Any]:
         raise NotImplementedError
 
 
 class FilterFunction(Function):
+    """Keeps the records for which ``filter`` returns true (``DataStream.filter``).
+
+    >>> class Even(FilterFunction):
+    ...     def filter(self, value):
+    ...         return value % 2 == 0
+    >>> [x for x in range(6) if Even().filter(x)]
+    [0, 2, 4]
+    """
+
     def filter(self, value: Any) -> bool:
         raise NotImplementedError
 
 
 class ReduceFunction(Function):
+    """Folds two records of one key into one (``KeyedStream.reduce``).
+
+    >>> from functools import reduce
+    >>> class Sum(ReduceFunction):
+    ...     def reduce(self, value1, value2):
+    ...         return value1 + value2
+    >>> reduce(Sum().reduce, [1, 2, 3, 4])
+    10
+    """
+
     def reduce(self, value1: Any, value2: Any) -> Any:
         raise NotImplementedError
 
 
 class KeySelector(Function):
+    """The key of a record (``DataStream.key_by``); keys must be hashable (see :mod:`runtime.keys.stable_hash`).
+
+    >>> class Word(KeySelector):
+    ...     def get_key(self, value):
+    ...         return value[0]
+    >>> Word().get_key(("spark", 1))
+    'spark'
+    """
+
     def get_key(self, value: Any) -> Any:
         raise NotImplementedError
 
 
 class ProcessFunction(Function):
-    """A function over every record of a (non-keyed) stream."""
+    """A function over every record of a (non-keyed) stream.
+
+    >>> class Positive(ProcessFunction):
+    ...     def process_element(self, value, ctx):
+    ...         if value > 0:
+    ...             yield value
+    >>> [list(Positive().process_element(v, ProcessFunction.Context())) for v in (3, -1)]
+    [[3], []]
+    """
 
     class Context:
         def timestamp(self) -> int | None:
@@ -128,6 +198,10 @@ class KeyedProcessFunction(Function):
     ...         n = (self.count.value() or 0) + 1
     ...         self.count.update(n)
     ...         yield ctx.get_current_key(), n
+    >>> from runtime import StreamExecutionEnvironment
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> env.from_collection(["a", "b", "a"]).key_by(lambda w: w).process(CountPerKey()).get_name()
+    'KeyedProcess'
     """
 
     class Context(ProcessFunction.Context):
@@ -152,9 +226,9 @@ def as_callable(function: Any, base: type, api_name: str):
     if isinstance(function, base):
         return getattr(function, _METHOD_OF[base])
     if isinstance(function, Function):
-        raise TypeError(
+        raise ApiUsageError(
             f"{api_name}() expects a {base.__name__} or a callable, got a {type(function).__name__}"
         )
     if not callable(function):
-        raise TypeError(f"{api_name}() expects a {base.__name__} or a callable, got {function!r}")
+        raise ApiUsageError(f"{api_name}() expects a {base.__name__} or a callable, got {function!r}")
     return function

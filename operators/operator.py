@@ -91,6 +91,10 @@ class SourceOperator(StreamOperator):
         """Up to ``max_records`` records; ``[]`` when none are ready; ``None`` once exhausted."""
         raise NotImplementedError
 
+    def describe_position(self) -> str | None:
+        """The position taken by the last ``snapshot_operator_state``, for people (checkpoint metadata, CLI)."""
+        return None
+
 
 class SinkOperator(StreamOperator):
     def process_batch(self, records: list) -> list:

@@ -15,7 +15,16 @@ __all__ = ["Sink", "SinkWriter", "CollectSink", "DiscardingSink", "PrintSink", "
 
 
 class SinkWriter:
-    """Writes one subtask's share of a stream."""
+    """Writes one subtask's share of a stream.
+
+    >>> class Upper(SinkWriter):
+    ...     def __init__(self):
+    ...         self.lines = []
+    ...     def write_batch(self, records):
+    ...         self.lines.extend(r.upper() for r in records)
+    >>> writer = Upper(); writer.write_batch(["a", "b"]); writer.lines
+    ['A', 'B']
+    """
 
     def open(self, runtime_context) -> None:
         """Called once before the first write."""
@@ -48,6 +57,12 @@ class Sink:
 
     ``accepts_batches = True``: on a columnar stream its writers receive Arrow record batches as records;
     otherwise a columnar stream reaches it as rows (tuples, see ``DataStream.to_rows``).
+
+    >>> sink = CollectSink("out")  # one writer per subtask; their results are merged on the driver
+    >>> writers = [sink.create_writer(subtask_index=i, parallelism=2) for i in range(2)]
+    >>> writers[0].write_batch([1, 2]); writers[1].write_batch([3])
+    >>> sink.merge_results([w.result() for w in writers])
+    [1, 2, 3]
     """
 
     accepts_batches = False
@@ -108,7 +123,12 @@ class _DiscardWriter(SinkWriter):
 
 
 class DiscardingSink(Sink):
-    """Drops every record (as Flink's DiscardingSink): for jobs whose effect is their state, and benchmarks."""
+    """Drops every record (as Flink's DiscardingSink): for jobs whose effect is their state, and benchmarks.
+
+    >>> writer = DiscardingSink().create_writer(subtask_index=0, parallelism=1)
+    >>> writer.write_batch([1, 2, 3]); writer.result() is None
+    True
+    """
 
     name = "discard"
     accepts_batches = True  # dropping batches is cheaper than dropping rows
@@ -130,7 +150,12 @@ class _PrintWriter(SinkWriter):
 class PrintSink(Sink):
     """Prints each record to the executor's stdout, as Flink does: ``id:subtask> record``.
 
-    At-least-once: after a restart, records since the restored checkpoint are printed again."""
+    At-least-once: after a restart, records since the restored checkpoint are printed again.
+
+    >>> PrintSink("out").create_writer(subtask_index=1, parallelism=2).write_batch(["a", "b"])
+    out:2> a
+    out:2> b
+    """
 
     def __init__(self, sink_identifier: str | None = None):
         self.sink_identifier = sink_identifier

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from operators.operator import SourceOperator
+from runtime.errors import ConfigurationError
 
 __all__ = ["Source", "SourceReader", "SequenceSource", "CollectionSource", "SourceReaderOperator"]
 
@@ -27,6 +28,16 @@ class SourceReader:
     ``union_state = True``: after a restore every reader receives the split states of all readers and keeps
     those it owns (for sources that assign splits by a rule, like FileSource); otherwise the split states
     are dealt round-robin.
+
+    >>> class Countdown(SourceReader):
+    ...     def __init__(self, n):
+    ...         self.n = n
+    ...     def poll(self, max_records):
+    ...         self.n -= 1
+    ...         return [self.n] if self.n >= 0 else None
+    >>> reader = Countdown(2)
+    >>> reader.poll(10), reader.poll(10), reader.poll(10)
+    ([1], [0], None)
     """
 
     union_state = False
@@ -60,12 +71,21 @@ class SourceReader:
         """Resume from ``splits`` (this subtask's share of a checkpoint's split states); called before open."""
         raise NotImplementedError(f"{type(self).__name__} cannot restore from a checkpoint")
 
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` (and every earlier one) is committed; called between polls."""
+
 
 class Source:
     """A source of records. ``parallel = False`` runs it as one subtask whatever the job's parallelism.
 
     A columnar source sets ``schema`` to a ``pyarrow.Schema``: its ``poll(n)`` then returns a list of Arrow
     record batches of that schema with at most ``n`` rows in all, and the stream it starts is columnar.
+
+    >>> class Squares(Source):  # subtask i of p reads i, i + p, i + 2p, ... below 6, squared
+    ...     def create_reader(self, subtask_index, parallelism):
+    ...         return CollectionSource([i * i for i in range(subtask_index, 6, parallelism)]).create_reader(0, 1)
+    >>> Squares().create_reader(subtask_index=1, parallelism=2).poll(10)
+    [1, 9, 25]
     """
 
     parallel = True
@@ -132,6 +152,13 @@ class SequenceSource(Source):
     Bounded: each subtask reads one contiguous range. Unbounded: subtask i reads ``start + i + k*p``.
     ``records_per_second`` (per subtask) throttles the source, for latency measurements. ``columnar=True``
     emits Arrow record batches with one ``int64`` column, ``value`` (the columnar path).
+
+    >>> SequenceSource(1, 10).create_reader(subtask_index=1, parallelism=2).poll(100)
+    [6, 7, 8, 9, 10]
+    >>> SequenceSource(0).create_reader(subtask_index=1, parallelism=3).poll(4)  # unbounded
+    [1, 4, 7, 10]
+    >>> SequenceSource(0, 2, columnar=True).create_reader(0, 1).poll(10)[0].to_pydict()
+    {'value': [0, 1, 2]}
     """
 
     COLUMNAR_SCHEMA = pa.schema([pa.field("value", pa.int64())])
@@ -139,7 +166,7 @@ class SequenceSource(Source):
     def __init__(self, start: int, end: int | None = None, records_per_second: float | None = None,
                  columnar: bool = False):
         if end is not None and end < start:
-            raise ValueError(f"from_sequence(start={start}, end={end}): end must be >= start")
+            raise ConfigurationError(f"from_sequence(start={start}, end={end}): end must be >= start")
         self.start = start
         self.end = end
         self.bounded = end is not None
@@ -176,7 +203,12 @@ class _ListReader(SourceReader):
 
 
 class CollectionSource(Source):
-    """The given elements in order, from a single subtask (as Flink's ``from_collection``)."""
+    """The given elements in order, from a single subtask (as Flink's ``from_collection``).
+
+    >>> reader = CollectionSource(["a", "b", "c"]).create_reader(subtask_index=0, parallelism=1)
+    >>> reader.poll(2), reader.poll(2), reader.poll(2)
+    (['a', 'b'], ['c'], None)
+    """
 
     parallel = False
 
@@ -216,8 +248,19 @@ class SourceReaderOperator(SourceOperator):
 
     def snapshot_operator_state(self, checkpoint_id: int) -> dict[str, list]:
         state = super().snapshot_operator_state(checkpoint_id)
-        state[self._state_name()] = list(self.reader.snapshot_state())
+        splits = state[self._state_name()] = list(self.reader.snapshot_state())
+        self._position = repr(splits)
         return state
+
+    def describe_position(self) -> str | None:
+        return getattr(self, "_position", None)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Forwarded to the reader (and the source object), as Flink's ``SourceReader.notifyCheckpointComplete``."""
+        super().notify_checkpoint_complete(checkpoint_id)
+        notify = getattr(self.reader, "notify_checkpoint_complete", None)
+        if notify is not None and callable(notify):
+            notify(checkpoint_id)
 
     def poll(self, max_records: int) -> list | None:
         return self.reader.poll(max_records)

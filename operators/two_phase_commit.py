@@ -13,19 +13,71 @@ You implement :class:`TwoPhaseCommitSink`'s five methods; the runtime does the b
 
 from __future__ import annotations
 
+import enum
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from operators.sinks import Sink, SinkWriter
+from runtime.errors import TransactionStateError
 
-__all__ = ["TransactionContext", "RecoveredState", "TwoPhaseCommitSink", "IdempotentSink"]
+__all__ = ["TransactionStatus", "TransactionContext", "RecoveredState", "TransactionRecord", "TwoPhaseCommitSink",
+           "IdempotentSink"]
+
+
+class TransactionStatus(enum.Enum):
+    """Where a transaction is: ``OPEN`` (being written) -> ``PRE_COMMITTED`` (durable, invisible) ->
+    ``COMMITTED`` (visible), or ``ABORTED`` (discarded) from ``OPEN`` or ``PRE_COMMITTED``.
+
+    Writing keeps a transaction open; commit and abort may repeat (they are idempotent). Any other move is
+    a bug in the code driving the sink: :meth:`advance` raises :class:`~runtime.errors.TransactionStateError`.
+
+    >>> TransactionStatus.OPEN.advance(TransactionStatus.PRE_COMMITTED)
+    <TransactionStatus.PRE_COMMITTED: 'pre-committed'>
+    >>> TransactionStatus.COMMITTED.can_become(TransactionStatus.COMMITTED)  # committing twice is harmless
+    True
+    >>> TransactionStatus.PRE_COMMITTED.can_become(TransactionStatus.OPEN)  # no writes after pre-commit
+    False
+    """
+
+    OPEN = "open"
+    PRE_COMMITTED = "pre-committed"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+    def can_become(self, status: TransactionStatus) -> bool:
+        return status in _NEXT_STATUSES[self]
+
+    def advance(self, status: TransactionStatus, subject: str = "a transaction") -> TransactionStatus:
+        """``status`` if a transaction in this status may move there; else a ``TransactionStateError`` naming
+        ``subject``."""
+        if not self.can_become(status):
+            raise TransactionStateError(
+                f"Cannot {_ACTIONS[status]} {subject}: it is {self.value}. A transaction is written while open, "
+                "then pre-committed once, then committed (or aborted); commit and abort may repeat. This is a "
+                "bug in the code that drives the sink.")
+        return status
+
+
+_NEXT_STATUSES = {
+    TransactionStatus.OPEN: (TransactionStatus.OPEN, TransactionStatus.PRE_COMMITTED, TransactionStatus.ABORTED),
+    TransactionStatus.PRE_COMMITTED: (TransactionStatus.COMMITTED, TransactionStatus.ABORTED),
+    TransactionStatus.COMMITTED: (TransactionStatus.COMMITTED,),
+    TransactionStatus.ABORTED: (TransactionStatus.ABORTED,),
+}
+_ACTIONS = {TransactionStatus.OPEN: "write to", TransactionStatus.PRE_COMMITTED: "pre-commit",
+            TransactionStatus.COMMITTED: "commit", TransactionStatus.ABORTED: "abort"}
 
 
 @dataclass(frozen=True)
 class TransactionContext:
     """Who opens a transaction: ``run_id`` is fixed for a job and its restores; ``sequence`` counts this
-    subtask's transactions, so ``(run_id, subtask, sequence)`` names a transaction uniquely."""
+    subtask's transactions, so ``(run_id, subtask, sequence)`` names a transaction uniquely.
+
+    >>> context = TransactionContext("3f9a", subtask=1, parallelism=2, sequence=7)
+    >>> f"{context.run_id}-{context.subtask}-{context.sequence}"
+    '3f9a-1-7'
+    """
 
     run_id: str
     subtask: int
@@ -42,10 +94,70 @@ class RecoveredState:
     next_sequence: dict  # old subtask -> first sequence number not in the checkpoint
 
 
+@dataclass(frozen=True)
+class TransactionRecord:
+    """A sink's transaction as its writer tracks it (and checkpoints it, once pre-committed).
+
+    ``checkpoint_id``: the checkpoint whose barrier pre-committed it, committed when that checkpoint
+    completes. ``final``: pre-committed at the end of input instead (the driver commits it).
+
+    >>> record = TransactionRecord("t")
+    >>> record.status
+    <TransactionStatus.OPEN: 'open'>
+    >>> record = record.pre_committed(checkpoint_id=3)
+    >>> record.due(2), record.due(3)
+    (False, True)
+    >>> record.pre_committed(4)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    runtime.errors.TransactionStateError: Cannot pre-commit transaction 't': it is pre-committed. ...
+    >>> TransactionRecord("t").pre_committed(checkpoint_id=None).final
+    True
+    """
+
+    transaction: Any
+    status: TransactionStatus = TransactionStatus.OPEN
+    checkpoint_id: int | None = None
+    final: bool = False
+
+    def _to(self, status: TransactionStatus, **changes) -> TransactionRecord:
+        return replace(self, status=self.status.advance(status, f"transaction {self.transaction!r}"), **changes)
+
+    def pre_committed(self, checkpoint_id: int | None) -> TransactionRecord:
+        """This transaction pre-committed at checkpoint ``checkpoint_id``'s barrier, or (None) at the end of
+        input."""
+        return self._to(TransactionStatus.PRE_COMMITTED, checkpoint_id=checkpoint_id, final=checkpoint_id is None)
+
+    def committed(self) -> TransactionRecord:
+        return self._to(TransactionStatus.COMMITTED)
+
+    def aborted(self) -> TransactionRecord:
+        return self._to(TransactionStatus.ABORTED)
+
+    def due(self, completed_checkpoint_id: int) -> bool:
+        """Whether checkpoint ``completed_checkpoint_id`` completing commits this transaction."""
+        return (self.status is TransactionStatus.PRE_COMMITTED and not self.final
+                and self.checkpoint_id <= completed_checkpoint_id)
+
+
 class TwoPhaseCommitSink(Sink):
     """Base class of transactional sinks. Transactions must be picklable (they are checkpointed).
 
     ``commit`` and ``abort`` also run on the driver (final commit of a bounded job) and must be idempotent.
+
+    >>> class ListSink(TwoPhaseCommitSink):   # commits whole lists into a visible one
+    ...     visible = []
+    ...     def begin_transaction(self, context): return []
+    ...     def write(self, transaction, records): transaction.extend(records)
+    ...     def pre_commit(self, transaction): pass
+    ...     def commit(self, transaction):
+    ...         if transaction not in ListSink.visible: ListSink.visible.append(transaction)
+    ...     def abort(self, transaction): transaction.clear()
+    >>> writer = ListSink().create_writer(0, 1); writer.open(None); writer.write_batch([1, 2])
+    >>> _ = writer.snapshot_state(checkpoint_id=4); ListSink.visible
+    []
+    >>> writer.notify_checkpoint_complete(4); ListSink.visible
+    [[1, 2]]
     """
 
     def begin_transaction(self, context: TransactionContext) -> Any:
@@ -102,6 +214,10 @@ _RUN = "union:run"
 
 
 class _TransactionalWriter(SinkWriter):
+    """Drives one subtask's transactions. Its checkpointed state (union lists, every subtask gets them whole):
+    ``union:pending``, the :class:`TransactionRecord` s pre-committed and not yet committed; ``union:sequence``,
+    ``(subtask, next sequence)`` pairs; ``union:run``, ``[run_id]``."""
+
     def __init__(self, sink: TwoPhaseCommitSink, subtask: int, parallelism: int):
         self.sink = sink
         self.subtask = subtask
@@ -109,8 +225,9 @@ class _TransactionalWriter(SinkWriter):
         self.run_id = sink.run_id or uuid.uuid4().hex[:12]
         self.next_sequence = 0
         self.carried_sequences: dict[int, int] = {}  # of old subtasks this job no longer has (subtask 0 keeps them)
-        self.pending: list[tuple[int | None, Any]] = []
-        self.current = None
+        self.pending: list[TransactionRecord] = []  # pre-committed, oldest first
+        self.current: TransactionRecord | None = None  # the open transaction
+        self.finished = False
 
     def restore_state(self, state) -> None:
         runs = state.get(_RUN, [])
@@ -120,48 +237,71 @@ class _TransactionalWriter(SinkWriter):
         self.next_sequence = sequences.get(self.subtask, 0)
         if self.subtask == 0:
             self.carried_sequences = {s: n for s, n in sequences.items() if s >= self.parallelism}
-            pending = tuple(transaction for _, transaction in state.get(_PENDING, []))
+            pending = tuple(self._restored(item).transaction for item in state.get(_PENDING, []))
             self.sink.recover(RecoveredState(self.run_id, pending, sequences))
 
-    def _begin(self):
+    @staticmethod
+    def _restored(item) -> TransactionRecord:
+        if isinstance(item, TransactionRecord):
+            return item
+        checkpoint_id, transaction = item  # checkpoints of Chandy 0.1 kept (checkpoint id or None, transaction)
+        return TransactionRecord(transaction, TransactionStatus.PRE_COMMITTED, checkpoint_id, checkpoint_id is None)
+
+    def _sink_name(self) -> str:
+        return getattr(self.sink, "name", type(self.sink).__name__)
+
+    def _begin(self) -> TransactionRecord:
         context = TransactionContext(self.run_id, self.subtask, self.parallelism, self.next_sequence)
         self.next_sequence += 1
-        return self.sink.begin_transaction(context)
+        return TransactionRecord(self.sink.begin_transaction(context))
+
+    def _open_transaction(self, action: str) -> TransactionRecord:
+        if self.current is None:
+            why = "after finish()" if self.finished else "before open() or after close()"
+            raise TransactionStateError(f"Subtask {self.subtask} of sink {self._sink_name()} cannot {action} {why}: "
+                                "it has no open transaction. This is a bug in the code that drives the writer.")
+        return self.current
+
+    def _pre_commit(self, checkpoint_id: int | None, action: str) -> None:
+        record = self._open_transaction(action)
+        pre_committed = record.pre_committed(checkpoint_id)
+        self.sink.pre_commit(record.transaction)
+        self.pending.append(pre_committed)
+        self.current = None
 
     def open(self, runtime_context) -> None:
         self.current = self._begin()
 
     def write_batch(self, records: list) -> None:
-        self.sink.write(self.current, records)
+        self.sink.write(self._open_transaction("write").transaction, records)
 
     def snapshot_state(self, checkpoint_id: int):
-        self.sink.pre_commit(self.current)
-        self.pending.append((checkpoint_id, self.current))
+        self._pre_commit(checkpoint_id, f"snapshot checkpoint {checkpoint_id}")
         self.current = self._begin()
         sequences = [(self.subtask, self.next_sequence - 1)]  # the fresh transaction is not in the checkpoint
         sequences += list(self.carried_sequences.items())
         return {_PENDING: list(self.pending), _SEQUENCE: sequences, _RUN: [self.run_id]}
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        while self.pending and self.pending[0][0] is not None and self.pending[0][0] <= checkpoint_id:
-            _, transaction = self.pending.pop(0)
-            self.sink.commit(transaction)
+        while self.pending and self.pending[0].due(checkpoint_id):
+            committed = self.pending[0].committed()
+            self.sink.commit(committed.transaction)
+            self.pending.pop(0)  # only once committed: a failed commit leaves it for the restore to commit
 
     def finish(self) -> None:
-        self.sink.pre_commit(self.current)
-        self.pending.append((None, self.current))
-        self.current = None
+        self._pre_commit(None, "finish")
+        self.finished = True
 
     def result(self) -> list:
-        return [transaction for _, transaction in self.pending]
+        return [record.transaction for record in self.pending]
 
     def close(self) -> None:
         if self.current is not None:  # cancelled or failed: this transaction will never be committed
+            aborted, self.current = self.current.aborted(), None
             try:
-                self.sink.abort(self.current)
+                self.sink.abort(aborted.transaction)
             except Exception:  # the next restore cleans up what abort could not
                 pass
-            self.current = None
 
 
 class IdempotentSink(Sink):
@@ -172,6 +312,10 @@ class IdempotentSink(Sink):
     ...     rows = {}
     ...     def upsert(self, records):
     ...         self.rows.update(records)
+    >>> writer = Table().create_writer(0, 1)
+    >>> writer.write_batch([("a", 1), ("b", 2)]); writer.write_batch([("a", 1)])  # a replay changes nothing
+    >>> Table.rows
+    {'a': 1, 'b': 2}
     """
 
     def upsert(self, records: list) -> None:

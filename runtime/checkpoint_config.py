@@ -11,11 +11,19 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 
+from runtime.errors import ApiUsageError, ConfigurationError
+
 __all__ = ["CheckpointingMode", "CheckpointConfig", "RestartStrategies", "RestartStrategy"]
 
 
 class CheckpointingMode(Enum):
-    """EXACTLY_ONCE aligns barriers across inputs; AT_LEAST_ONCE only counts them (no blocking)."""
+    """EXACTLY_ONCE aligns barriers across inputs; AT_LEAST_ONCE only counts them (no blocking).
+
+    >>> CheckpointConfig().get_checkpointing_mode()
+    <CheckpointingMode.EXACTLY_ONCE: 'EXACTLY_ONCE'>
+    >>> CheckpointConfig().set_checkpointing_mode(CheckpointingMode.AT_LEAST_ONCE).get_checkpointing_mode().name
+    'AT_LEAST_ONCE'
+    """
 
     EXACTLY_ONCE = "EXACTLY_ONCE"
     AT_LEAST_ONCE = "AT_LEAST_ONCE"
@@ -23,12 +31,21 @@ class CheckpointingMode(Enum):
 
 def _positive(name: str, value: float, minimum: float = 0) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be a number >= {minimum}, got {value!r}")
+        raise ConfigurationError(f"{name} must be a number >= {minimum}, got {value!r}")
     return value
 
 
 class CheckpointConfig:
-    """Settings of a job's checkpoints. Get it from ``env.get_checkpoint_config()``."""
+    """Settings of a job's checkpoints. Get it from ``env.get_checkpoint_config()``.
+
+    >>> config = CheckpointConfig()
+    >>> config.is_checkpointing_enabled()
+    False
+    >>> config.set_checkpoint_interval(1000).set_max_retained_checkpoints(5).get_max_retained_checkpoints()
+    5
+    >>> config.is_checkpointing_enabled(), config.get_checkpoint_interval()
+    (True, 1000)
+    """
 
     def __init__(self):
         self.interval_ms: float | None = None
@@ -53,7 +70,7 @@ class CheckpointConfig:
 
     def set_checkpointing_mode(self, mode: CheckpointingMode) -> "CheckpointConfig":
         if not isinstance(mode, CheckpointingMode):
-            raise TypeError(f"mode must be a CheckpointingMode, got {mode!r}")
+            raise ApiUsageError(f"set_checkpointing_mode() expects a CheckpointingMode, got {mode!r}")
         self.mode = mode
         return self
 
@@ -67,7 +84,7 @@ class CheckpointConfig:
         pickled to the executors.
         """
         if not isinstance(url, str) or not url:
-            raise ValueError(f"checkpoint storage must be a URL or path, got {url!r}")
+            raise ConfigurationError(f"set_checkpoint_storage() expects a URL or a path, got {url!r}")
         self.storage = url if "://" in url else "file://" + os.path.abspath(url)
         self.filesystem = filesystem
         return self
@@ -118,7 +135,11 @@ class CheckpointConfig:
 
 @dataclass(frozen=True)
 class RestartStrategy:
-    """How often, and how long apart, a failed job is restarted from its latest checkpoint."""
+    """How often, and how long apart, a failed job is restarted from its latest checkpoint.
+
+    >>> RestartStrategy(max_attempts=3, delay_ms=1000).max_attempts
+    3
+    """
 
     max_attempts: int
     delay_ms: float
@@ -129,7 +150,13 @@ class RestartStrategy:
 
 
 class RestartStrategies:
-    """Factories named as PyFlink's ``RestartStrategies``."""
+    """Factories named as PyFlink's ``RestartStrategies``.
+
+    >>> RestartStrategies.fixed_delay_restart(3, 1000)
+    RestartStrategy(max_attempts=3, delay_ms=1000)
+    >>> RestartStrategies.no_restart().max_attempts
+    0
+    """
 
     @staticmethod
     def no_restart() -> RestartStrategy:

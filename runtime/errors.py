@@ -1,13 +1,26 @@
 """Every error Chandy raises, under one root.
 
-Each class has one meaning, and each message names the thing at fault (operator, subtask, checkpoint)
-and the fix, so that a user reading only the message knows what to do next.
+Each class has one meaning, and each message names the thing at fault (operator and its uid, checkpoint id,
+state name) and the fix, so that a user reading only the message knows what to do next.
+
+``retryable`` says whether restarting a job from its last checkpoint can help when the error is raised while
+the job runs. Errors that will repeat on every attempt (bad records, a declared type the records do not fit,
+state that cannot be pickled, a module missing on the executors) are not retryable: the job fails at once
+instead of spending its restarts on them.
+
+>>> issubclass(ConfigurationError, ChandyError) and issubclass(ConfigurationError, ValueError)
+True
+>>> MalformedRecordError.retryable, StorageUnreachableError.retryable
+(False, True)
 """
 
 from __future__ import annotations
 
 __all__ = [
     "ChandyError",
+    "is_retryable",
+    "ApiUsageError",
+    "ConfigurationError",
     "JobGraphError",
     "UnpicklableFunctionError",
     "UnsupportedKeyError",
@@ -15,6 +28,16 @@ __all__ = [
     "JobFailedError",
     "JobCancelledError",
     "RecordEncodingError",
+    "InvalidRecordError",
+    "FunctionContractError",
+    "MalformedRecordError",
+    "InputUnreachableError",
+    "OutputUnreachableError",
+    "OutputCommitError",
+    "StateUsageError",
+    "UnpicklableStateError",
+    "TransactionStateError",
+    "ProtocolError",
     "CheckpointError",
     "StorageUnreachableError",
     "CheckpointNotFoundError",
@@ -24,15 +47,71 @@ __all__ = [
 
 
 class ChandyError(Exception):
-    """Root of every error raised by Chandy."""
+    """Root of every error raised by Chandy.
+
+    >>> from runtime import StreamExecutionEnvironment
+    >>> try:
+    ...     StreamExecutionEnvironment.get_execution_environment().set_parallelism(0)
+    ... except ChandyError as error:
+    ...     print(type(error).__name__, error.retryable)
+    ConfigurationError False
+    """
+
+    retryable = True  # raised inside a running job: may a restart from the last checkpoint succeed?
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Whether a restart may help after ``error``: only Chandy's own errors know that they would repeat.
+
+    >>> is_retryable(ConfigurationError("bad")), is_retryable(OSError("connection refused"))
+    (False, True)
+    """
+    return not isinstance(error, ChandyError) or error.retryable
+
+
+# -- declaring a job -----------------------------------------------------------------------------------
+
+
+class ApiUsageError(ChandyError, TypeError):
+    """An API call got an argument of the wrong kind (a non-Source to ``from_source``, a record method on a
+    columnar stream ...). Raised where the job is declared."""
+
+    retryable = False
+
+
+class ConfigurationError(ChandyError, ValueError):
+    """A setting is outside its range (a parallelism of 0, a negative timeout, an unknown format name)."""
+
+    retryable = False
 
 
 class JobGraphError(ChandyError, ValueError):
-    """The job as written cannot run (no sink, duplicate uid, bad parallelism ...). Raised before launch."""
+    """The job as written cannot run (no sink, duplicate uid, bad parallelism ...). Raised before launch.
+
+    >>> from runtime import StreamExecutionEnvironment
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> _ = env.from_collection([1, 2]).map(str)  # and no sink
+    >>> env.get_job_graph("job")
+    Traceback (most recent call last):
+        ...
+    runtime.errors.JobGraphError: Job 'job' has no sink...
+    """
+
+    retryable = False
 
 
 class UnpicklableFunctionError(JobGraphError):
-    """A user function cannot be shipped to the executors."""
+    """A user function cannot be shipped to the executors.
+
+    >>> import threading
+    >>> from runtime import StreamExecutionEnvironment
+    >>> env, lock = StreamExecutionEnvironment.get_execution_environment(), threading.Lock()
+    >>> _ = env.from_collection([1]).map(lambda x: (lock, x)).print()
+    >>> env.get_job_graph("job")
+    Traceback (most recent call last):
+        ...
+    runtime.errors.UnpicklableFunctionError: The function of operator 'Map' cannot be pickled: ...
+    """
 
     def __init__(self, operator_name: str, cause: BaseException):
         self.operator_name = operator_name
@@ -44,12 +123,15 @@ class UnpicklableFunctionError(JobGraphError):
         )
 
 
-class UnsupportedKeyError(ChandyError, TypeError):
-    """A key of a type that has no stable, cross-process hash."""
-
-
 class InsufficientSlotsError(ChandyError):
-    """The Spark cluster cannot run every subtask of the job at once."""
+    """The Spark cluster cannot run every subtask of the job at once.
+
+    >>> error = InsufficientSlotsError(needed=4, available=2, master="local[2]")
+    >>> error.needed, error.available
+    (4, 2)
+    >>> print(error)
+    The job needs 4 Spark task slots ... offers 2. Lower the job's parallelism to 2 or less, ...
+    """
 
     def __init__(self, needed: int, available: int, master: str):
         self.needed = needed
@@ -62,26 +144,161 @@ class InsufficientSlotsError(ChandyError):
         )
 
 
+# -- how a job ends --------------------------------------------------------------------------------------
+
+
 class JobFailedError(ChandyError):
-    """A job failed on the executors. ``user_traceback`` is the traceback from the failing task."""
+    """A job failed on the executors. ``user_traceback`` is the traceback from the failing subtask.
+
+    ``operator_name`` / ``operator_uid`` name the operator that raised (None for the runtime's own
+    failures); ``retryable`` is False when the cause would repeat on a restart.
+
+    >>> error = JobFailedError("Operator 'Map' raised", operator_name="Map", subtask=1,
+    ...                        user_traceback="ZeroDivisionError: division by zero")
+    >>> error.operator_name, error.subtask, error.retryable
+    ('Map', 1, True)
+    >>> print(error)
+    Operator 'Map' raised
+    <BLANKLINE>
+    Traceback from the executor:
+    ZeroDivisionError: division by zero
+    """
 
     def __init__(self, message: str, operator_name: str | None = None, subtask: int | None = None,
-                 user_traceback: str | None = None):
+                 user_traceback: str | None = None, operator_uid: str | None = None,
+                 retryable: bool = True):
         self.operator_name = operator_name
+        self.operator_uid = operator_uid
         self.subtask = subtask
         self.user_traceback = user_traceback
+        self.retryable = retryable
+        self.message = message
         text = message
         if user_traceback:
             text += "\n\nTraceback from the executor:\n" + user_traceback.rstrip()
         super().__init__(text)
 
+    def with_note(self, note: str) -> "JobFailedError":
+        """The same error with ``note`` after its message (before the executor's traceback).
+
+        >>> print(JobFailedError("it broke", user_traceback="tb").with_note("not restarted"))
+        it broke (not restarted)
+        <BLANKLINE>
+        Traceback from the executor:
+        tb
+        """
+        error = JobFailedError(f"{self.message} ({note})", self.operator_name, self.subtask, self.user_traceback,
+                               self.operator_uid, self.retryable)
+        error.__cause__ = self.__cause__
+        return error
+
 
 class JobCancelledError(ChandyError):
-    """The job was cancelled through its JobClient before it finished."""
+    """The job was cancelled through its JobClient before it finished.
+
+    ``client.get_job_execution_result()`` raises it after ``client.cancel()``:
+
+    >>> try:
+    ...     raise JobCancelledError("Job 'job' was cancelled")
+    ... except ChandyError as error:
+    ...     print(type(error).__name__, "-", error)
+    JobCancelledError - Job 'job' was cancelled
+    """
+
+
+# -- records and user functions, while the job runs ------------------------------------------------------
+
+
+class UnsupportedKeyError(ChandyError, TypeError):
+    """A key of a type that has no stable, cross-process hash."""
+
+    retryable = False
 
 
 class RecordEncodingError(ChandyError, TypeError):
     """A record does not match the output type its operator declared."""
+
+    retryable = False
+
+
+class InvalidRecordError(ChandyError, ValueError):
+    """A record an operator cannot process by its contract (a null key, the wrong number of fields)."""
+
+    retryable = False
+
+
+class FunctionContractError(ChandyError, TypeError):
+    """A user function returned something of the wrong kind (a tuple where an iterable of records was
+    expected, a batch of another schema than declared)."""
+
+    retryable = False
+
+
+class MalformedRecordError(ChandyError, ValueError):
+    """A line of an input file cannot be parsed; the message names the file and the line.
+
+    >>> import fsspec
+    >>> from operators.file_source import FileSource
+    >>> fsspec.filesystem("memory").pipe("/malformed-error-doc/bad.jsonl", b"{oops")
+    >>> reader = FileSource("memory://malformed-error-doc", format="jsonl").create_reader(0, 1)
+    >>> reader.open(None); reader.poll(10)
+    Traceback (most recent call last):
+        ...
+    runtime.errors.MalformedRecordError: /malformed-error-doc/bad.jsonl, line 1: malformed jsonl record ...
+    """
+
+    retryable = False
+
+
+class InputUnreachableError(ChandyError):
+    """A source cannot reach its input: it cannot list or read it, or its path matches nothing."""
+
+
+class OutputUnreachableError(ChandyError):
+    """A sink cannot create or write its output location."""
+
+    def __init__(self, url: str, cause: BaseException):
+        self.url = url
+        super().__init__(
+            f"Output location {url} is not usable: {type(cause).__name__}: {cause}. Check the path, its "
+            "credentials and that it can be created and written from the driver and the executors."
+        )
+
+
+class OutputCommitError(ChandyError):
+    """A sink cannot commit output it had made durable (its files disappeared)."""
+
+    retryable = False
+
+
+class StateUsageError(ChandyError, TypeError):
+    """State used in a way its declaration does not allow (keyed state outside a keyed stream, one name
+    declared as two kinds of state)."""
+
+    retryable = False
+
+
+class UnpicklableStateError(ChandyError, TypeError):
+    """State that cannot be checkpointed because a value in it cannot be pickled."""
+
+    retryable = False
+
+
+class TransactionStateError(ChandyError):
+    """A sink's transaction was used out of order (written after its pre-commit, committed while still open):
+    a bug in the sink or in the code that drives it."""
+
+    retryable = False
+
+
+class ProtocolError(ChandyError):
+    """Two Chandy processes disagree about the protocol (an unknown event, a channel for another slot):
+    a bug, or processes of different Chandy versions."""
+
+    retryable = False
+
+
+# -- checkpoints and their storage -----------------------------------------------------------------------
 
 
 class CheckpointError(ChandyError):
@@ -89,9 +306,10 @@ class CheckpointError(ChandyError):
 
 
 class StorageUnreachableError(CheckpointError):
-    """The checkpoint storage cannot be listed or written."""
+    """The checkpoint storage cannot be listed, read or written right now."""
 
     def __init__(self, url: str, cause: BaseException):
+        self.url = url
         super().__init__(
             f"Checkpoint storage {url} is not usable: {type(cause).__name__}: {cause}. Check the URL, its "
             "credentials and that the directory can be created and written from the driver and executors."
@@ -101,10 +319,16 @@ class StorageUnreachableError(CheckpointError):
 class CheckpointNotFoundError(CheckpointError):
     """The checkpoint to restore does not exist (or was never completed)."""
 
+    retryable = False
+
 
 class CorruptCheckpointError(CheckpointError):
     """A checkpoint's ``_metadata`` or one of its state files is missing or unreadable."""
 
+    retryable = False
+
 
 class IncompatibleCheckpointError(CheckpointError):
     """The checkpoint cannot be restored into this job (max parallelism, unknown operators)."""
+
+    retryable = False

@@ -2,6 +2,13 @@
 
 A full collection walks every tracked object, so with a large state it takes far longer than the
 synchronous part of a snapshot; paused there, it runs a moment later, after the barrier has gone out.
+
+>>> import gc
+>>> with gc_paused():
+...     gc.isenabled()
+False
+>>> gc.isenabled()
+True
 """
 
 from __future__ import annotations

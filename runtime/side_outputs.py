@@ -20,7 +20,15 @@ __all__ = ["OutputTag", "SideOutputRecord"]
 
 @dataclass(frozen=True)
 class OutputTag:
-    """Names a side output. ``type_info`` is optional, as everywhere in Chandy."""
+    """Names a side output. ``type_info`` is optional, as everywhere in Chandy.
+
+    >>> from runtime import StreamExecutionEnvironment
+    >>> from runtime.types import Types
+    >>> late = OutputTag("late", Types.STRING())
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> env.from_collection(["a"]).get_side_output(late).get_type(), late
+    (STRING, OutputTag(tag_id='late', type_info=STRING))
+    """
 
     tag_id: str
     type_info: Any = None

@@ -16,6 +16,8 @@ from typing import Sequence
 
 import pyarrow as pa
 
+from runtime.errors import ConfigurationError
+
 __all__ = ["TypeInformation", "Types", "Row"]
 
 
@@ -50,7 +52,14 @@ class Row(tuple):
 
 @dataclass(frozen=True)
 class TypeInformation:
-    """The type of the records on a stream. Build one with :class:`Types`."""
+    """The type of the records on a stream. Build one with :class:`Types`.
+
+    >>> pair = Types.ROW_NAMED(["word", "count"], [Types.STRING(), Types.LONG()])
+    >>> pair.field_names, pair.fields
+    (('word', 'count'), (STRING, LONG))
+    >>> pair.to_arrow()
+    StructType(struct<word: string, count: int64>)
+    """
 
     name: str
     arrow: pa.DataType
@@ -69,7 +78,13 @@ def _simple(name: str, arrow: pa.DataType) -> TypeInformation:
 
 
 class Types:
-    """Factory of :class:`TypeInformation`, named as in PyFlink's ``pyflink.common.typeinfo.Types``."""
+    """Factory of :class:`TypeInformation`, named as in PyFlink's ``pyflink.common.typeinfo.Types``.
+
+    >>> Types.LONG(), Types.LIST(Types.STRING()), Types.MAP(Types.STRING(), Types.INT())
+    (LONG, LIST(STRING), MAP(STRING, INT))
+    >>> Types.LIST(Types.STRING()).to_arrow()
+    ListType(list<item: string>)
+    """
 
     @staticmethod
     def STRING() -> TypeInformation:
@@ -138,7 +153,8 @@ class Types:
     @staticmethod
     def ROW_NAMED(field_names: Sequence[str], field_types: Sequence[TypeInformation]) -> TypeInformation:
         if len(field_names) != len(field_types):
-            raise ValueError(f"ROW_NAMED got {len(field_names)} names but {len(field_types)} types")
+            raise ConfigurationError(f"Types.ROW_NAMED() got {len(field_names)} names but {len(field_types)} types: give one "
+                                     "type per name")
         arrow = pa.struct([pa.field(n, t.arrow) for n, t in zip(field_names, field_types)])
         return TypeInformation(f"ROW_NAMED({list(field_names)!r})", arrow, tuple(field_types),
                                tuple(field_names))

@@ -1,5 +1,7 @@
-"""Keyed state: descriptors, the backend interface (``base``) and its implementations (``heap``)."""
+"""Keyed state: descriptors, the backend interfaces (``base``), their implementations (``heap``) and checkpoint
+storage (``storage`` over ``checkpoint_store``)."""
 
+from state_backends.base import KeyedStateBackend, StateBackend
 from state_backends.descriptors import (
     AggregateFunction,
     AggregatingStateDescriptor,
@@ -9,7 +11,7 @@ from state_backends.descriptors import (
     StateDescriptor,
     ValueStateDescriptor,
 )
-from state_backends.heap import HeapKeyedStateBackend
+from state_backends.heap import HashMapStateBackend, HeapKeyedStateBackend
 
 __all__ = [
     "AggregateFunction",
@@ -19,5 +21,8 @@ __all__ = [
     "ReducingStateDescriptor",
     "StateDescriptor",
     "ValueStateDescriptor",
+    "StateBackend",
+    "KeyedStateBackend",
+    "HashMapStateBackend",
     "HeapKeyedStateBackend",
 ]

@@ -3,6 +3,15 @@
 A backend holds the keyed state of one operator subtask: the key groups it owns, each a table per state
 name. The task sets the current key before calling a user function; state handles read and write the
 current key's entry. Backends live beside this module (``heap/`` today) and mirror its shape.
+
+>>> from runtime.keys.key_groups import key_group_range
+>>> from state_backends.descriptors import ValueStateDescriptor
+>>> from state_backends.heap import HeapKeyedStateBackend
+>>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+>>> count = backend.get_state(ValueStateDescriptor("count"))
+>>> backend.set_current_key("a"); count.update(1)
+>>> backend.set_current_key("b"); count.value(), list(backend.keys("count"))
+(None, ['a'])
 """
 
 from __future__ import annotations
@@ -10,10 +19,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Iterable, Iterator
 
+from runtime.ids import KeyGroup
+from runtime.keys.key_groups import KeyGroupRange
 from state_backends.descriptors import StateDescriptor
 
 __all__ = [
+    "StateBackend",
     "KeyedStateBackend",
+    "KeyedSnapshot",
     "State",
     "ValueState",
     "ListState",
@@ -100,8 +113,39 @@ class AggregatingState(State):
     def add(self, value: Any) -> None: ...
 
 
+class KeyedSnapshot(ABC):
+    """A keyed backend's snapshot between its synchronous part (taken at the barrier, on the subtask's thread)
+    and the end of its asynchronous part (on the slot's snapshotter thread)."""
+
+    @abstractmethod
+    def serialized(self) -> Iterator[tuple[KeyGroup, bytes]]:
+        """``(key group, payload)`` rows to store, one key group at a time; ``restore_key_group`` reads a
+        payload back. Exhausting or closing the iterator releases the snapshot."""
+
+    @abstractmethod
+    def discard(self) -> None:
+        """The checkpoint failed: drop what is left of the snapshot and release it."""
+
+
 class KeyedStateBackend(ABC):
-    """Keyed state of one operator subtask, partitioned by key group."""
+    """Keyed state of one operator subtask, partitioned by key group: every method the runtime calls.
+
+    The subtask owns the key groups ``key_groups`` out of ``max_parallelism``. Operators set the current key
+    before calling a user function; state handles then read and write that key's entries.
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.descriptors import ValueStateDescriptor
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+    >>> _ = backend.get_state(ValueStateDescriptor("count"))  # declares value state "count"
+    >>> backend.put_many("count", ["a", "b"], [1, 2]); backend.get_many("count", ["b", "c"])
+    [2, None]
+    """
+
+    max_parallelism: int
+    key_groups: KeyGroupRange
+
+    # -- keyed access (the subtask's thread) -----------------------------------------------------------
 
     @abstractmethod
     def set_current_key(self, key: Any) -> None:
@@ -112,8 +156,59 @@ class KeyedStateBackend(ABC):
 
     @abstractmethod
     def get_state(self, descriptor: StateDescriptor) -> State:
-        """The handle for ``descriptor``, created on first use; its class follows the descriptor's."""
+        """The handle for ``descriptor``, created on first use; its class follows the descriptor's. A name
+        declared again as another kind of state raises :class:`~runtime.errors.StateUsageError`."""
+
+    @abstractmethod
+    def get_many(self, state_name: str, keys: list) -> list:
+        """The values of ``keys`` in value state ``state_name`` (None where absent), in one call (the
+        columnar path's keyed aggregates)."""
+
+    @abstractmethod
+    def put_many(self, state_name: str, keys: list, values: list) -> None:
+        """Set value state ``state_name`` of every key in ``keys`` to the matching entry of ``values``."""
+
+    # -- iteration -----------------------------------------------------------------------------------
 
     @abstractmethod
     def keys(self, state_name: str) -> Iterator[Any]:
         """Every key that has an entry in ``state_name`` on this subtask."""
+
+    @abstractmethod
+    def entries(self, state_name: str) -> Iterator[tuple[KeyGroup, Any, Any]]:
+        """Every ``(key group, key, value)`` of ``state_name`` on this subtask."""
+
+    # -- snapshots and restores ------------------------------------------------------------------------
+
+    @abstractmethod
+    def snapshot(self) -> KeyedSnapshot | None:
+        """The synchronous part of a snapshot, at the barrier; None when there is no state. Must not take
+        longer with more state: the records wait meanwhile."""
+
+    @abstractmethod
+    def release(self, snapshot: KeyedSnapshot) -> None:
+        """Stop keeping ``snapshot`` consistent (called by the snapshot when it is written or discarded)."""
+
+    @abstractmethod
+    def restore_key_group(self, group: KeyGroup, payload: bytes) -> None:
+        """Load one key group, as a snapshot's ``serialized()`` wrote it; before any record is processed."""
+
+    def close(self) -> None:
+        """Release what the backend holds (files, handles) when its subtask ends."""
+
+
+class StateBackend(ABC):
+    """How a job keeps keyed state (PyFlink's ``StateBackend``): a factory of one keyed backend per operator
+    subtask, given to ``env.set_state_backend(...)``; shipped pickled to the executors.
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HashMapStateBackend
+    >>> backend = HashMapStateBackend().create_keyed_state_backend("count", 128, key_group_range(128, 2, 1))
+    >>> backend.key_groups
+    KeyGroupRange(start=64, end=127)
+    """
+
+    @abstractmethod
+    def create_keyed_state_backend(self, operator_uid: str, max_parallelism: int,
+                                   key_groups: KeyGroupRange) -> KeyedStateBackend:
+        """The keyed state of one operator subtask that owns ``key_groups``."""

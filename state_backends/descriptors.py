@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from runtime.errors import ConfigurationError
+
 __all__ = [
     "StateDescriptor",
     "ValueStateDescriptor",
@@ -22,27 +24,59 @@ __all__ = [
 
 @dataclass(frozen=True)
 class StateDescriptor:
+    """What every descriptor has: a ``name``, unique within an operator, and optional ``type_info``.
+
+    >>> from runtime.types import Types
+    >>> descriptor = ValueStateDescriptor("count", Types.LONG())
+    >>> isinstance(descriptor, StateDescriptor), descriptor.name, descriptor.type_info
+    (True, 'count', LONG)
+    """
+
     name: str
     type_info: Any = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"A state descriptor needs a non-empty string name, got {self.name!r}")
+            raise ConfigurationError(f"A state descriptor needs a non-empty string name, got {self.name!r}")
 
 
 @dataclass(frozen=True)
 class ValueStateDescriptor(StateDescriptor):
-    """A single value per key."""
+    """A single value per key.
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0)); backend.set_current_key("alice")
+    >>> count = backend.get_state(ValueStateDescriptor("count"))
+    >>> count.value(), count.update(3), count.value()
+    (None, None, 3)
+    """
 
 
 @dataclass(frozen=True)
 class ListStateDescriptor(StateDescriptor):
-    """A list of values per key."""
+    """A list of values per key.
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0)); backend.set_current_key("alice")
+    >>> seen = backend.get_state(ListStateDescriptor("seen"))
+    >>> seen.add("a"); seen.add_all(["b", "c"]); list(seen.get())
+    ['a', 'b', 'c']
+    """
 
 
 @dataclass(frozen=True)
 class MapStateDescriptor(StateDescriptor):
-    """A dict per key. ``type_info`` may be given as ``(key_type, value_type)``."""
+    """A dict per key. ``type_info`` may be given as ``(key_type, value_type)``.
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0)); backend.set_current_key("alice")
+    >>> visits = backend.get_state(MapStateDescriptor("visits"))
+    >>> visits.put("home", 3); visits.get("home"), visits.contains("cart")
+    (3, False)
+    """
 
     def __init__(self, name: str, key_type_info: Any = None, value_type_info: Any = None):
         object.__setattr__(self, "name", name)
@@ -52,7 +86,15 @@ class MapStateDescriptor(StateDescriptor):
 
 @dataclass(frozen=True)
 class ReducingStateDescriptor(StateDescriptor):
-    """A value per key that ``add`` folds in with ``reduce_function(old, new)``."""
+    """A value per key that ``add`` folds in with ``reduce_function(old, new)``.
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0)); backend.set_current_key("alice")
+    >>> total = backend.get_state(ReducingStateDescriptor("total", lambda old, new: old + new))
+    >>> total.add(2); total.add(5); total.get()
+    7
+    """
 
     def __init__(self, name: str, reduce_function: Callable[[Any, Any], Any], type_info: Any = None):
         object.__setattr__(self, "name", name)
@@ -62,7 +104,15 @@ class ReducingStateDescriptor(StateDescriptor):
 
 
 class AggregateFunction:
-    """PyFlink's AggregateFunction: an accumulator per key, folded in by ``add``."""
+    """PyFlink's AggregateFunction: an accumulator per key, folded in by ``add``.
+
+    >>> class Average(AggregateFunction):
+    ...     def create_accumulator(self): return (0, 0)
+    ...     def add(self, value, accumulator): return accumulator[0] + value, accumulator[1] + 1
+    ...     def get_result(self, accumulator): return accumulator[0] / accumulator[1]
+    >>> average = Average(); average.get_result(average.add(4, average.add(2, average.create_accumulator())))
+    3.0
+    """
 
     def create_accumulator(self):
         raise NotImplementedError
@@ -79,7 +129,19 @@ class AggregateFunction:
 
 @dataclass(frozen=True)
 class AggregatingStateDescriptor(StateDescriptor):
-    """A per-key accumulator of an :class:`AggregateFunction`; ``get()`` returns its result."""
+    """A per-key accumulator of an :class:`AggregateFunction`; ``get()`` returns its result.
+
+    >>> class Longest(AggregateFunction):
+    ...     def create_accumulator(self): return ""
+    ...     def add(self, value, accumulator): return max(accumulator, value, key=len)
+    ...     def get_result(self, accumulator): return accumulator
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0)); backend.set_current_key("alice")
+    >>> longest = backend.get_state(AggregatingStateDescriptor("longest", Longest()))
+    >>> longest.add("spark"); longest.add("flink"); longest.add("chandy"); longest.get()
+    'chandy'
+    """
 
     def __init__(self, name: str, agg_function: AggregateFunction, type_info: Any = None):
         object.__setattr__(self, "name", name)

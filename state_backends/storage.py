@@ -8,31 +8,46 @@ Layout (DESIGN §3)::
 A state file is an Arrow IPC file with columns ``key_group`` (int32) and ``payload`` (pickled), one record
 batch per key group, so a rescaled restore reads only the key groups it owns. Key group -1 holds the
 operator's non-keyed list state. A checkpoint without ``_metadata`` does not exist. Object stores have no
-atomic rename, so nothing here relies on one: ``_metadata`` is a single object written after every file.
+atomic rename, so nothing here relies on one: ``_metadata`` is a single object written after every file, and
+never over an existing one. All I/O goes through a :class:`~state_backends.checkpoint_store.CheckpointStore`,
+so an unreachable storage raises :class:`~runtime.errors.StorageUnreachableError` instead of looking empty.
+
+>>> storage = CheckpointStorage("memory://doc-storage", "my job")
+>>> storage.checkpoint_dir(7)
+'/doc-storage/my-job/chk-7'
+>>> handle = storage.write_state_file(7, "count", 0, [(3, b"three"), (OPERATOR_STATE_GROUP, b"op")])
+>>> handle.key_groups, list(storage.read_state_rows(7, handle, {3}))
+((3, -1), [(3, b'three')])
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import posixpath
 import re
 import struct
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from enum import Enum
 from typing import Iterable, Iterator
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 import pyarrow as pa
 
-from runtime.errors import CheckpointNotFoundError, CorruptCheckpointError, StorageUnreachableError
+from runtime.errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    StorageUnreachableError,
+)
+from runtime.ids import CheckpointId, KeyGroup, SubtaskIndex
+from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, CompletedCheckpoint, StateHandle
+from state_backends.checkpoint_store import CheckpointStore
 
-__all__ = ["StateFileInfo", "CheckpointStorage", "OPERATOR_STATE_GROUP", "job_directory_name"]
+__all__ = ["CheckpointStorage", "CheckpointStatus", "StoredCheckpoint", "OPERATOR_STATE_GROUP",
+           "job_directory_name"]
 
-OPERATOR_STATE_GROUP = -1
 METADATA = "_metadata"
 _CHK = re.compile(r"^chk-(\d+)$")
-_WRITE_BUFFER = 1 << 20
 _SCHEMA = pa.schema([pa.field("key_group", pa.int32()), pa.field("payload", pa.large_binary())])
 
 
@@ -43,21 +58,34 @@ def _binary_without_copy(payload: bytes) -> pa.Array:
     return pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(payload)])
 
 
-@dataclass(frozen=True)
-class StateFileInfo:
-    """One state file: whose it is, where (relative to its checkpoint's directory), and what it holds."""
-
-    uid: str
-    subtask: int
-    path: str
-    size: int
-    key_groups: tuple[int, ...]  # in batch order
-
-
 def job_directory_name(job_name: str) -> str:
-    """A job's directory under the storage root: its name, made safe for every filesystem."""
+    """A job's directory under the storage root: its name, made safe for every filesystem.
+
+    >>> job_directory_name("count per key / v2")
+    'count-per-key-v2'
+    """
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", job_name).strip("-.")
     return slug or "job"
+
+
+class _NeverCompleted(CorruptCheckpointError):
+    """A ``chk-<n>`` directory without ``_metadata``."""
+
+
+class CheckpointStatus(Enum):
+    """What a ``chk-<n>`` directory holds, as far as its ``_metadata`` tells."""
+
+    COMPLETED = "completed"  # _metadata reads
+    INCOMPLETE = "incomplete"  # no _metadata: never committed (aborted, or its job died before committing)
+    UNREADABLE = "unreadable"  # _metadata exists but does not parse: keep it for a person to look at
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    checkpoint_id: CheckpointId
+    status: CheckpointStatus
+    checkpoint: CompletedCheckpoint | None = None
+    problem: str | None = None
 
 
 class CheckpointStorage:
@@ -66,10 +94,15 @@ class CheckpointStorage:
     def __init__(self, url: str, job_name: str, filesystem=None):
         self.url = url
         self.job_name = job_name
-        self.fs, root = fsspec.core.url_to_fs(url)
+        fs, root = fsspec.core.url_to_fs(url)
         if filesystem is not None:  # an fsspec filesystem object given directly (custom or instrumented)
-            self.fs = filesystem
+            fs = filesystem
+        self.store = CheckpointStore(fs, url)
         self.job_dir = posixpath.join(root.rstrip("/"), job_directory_name(job_name))
+
+    @property
+    def fs(self):
+        return self.store.fs
 
     @classmethod
     def for_job_directory(cls, url: str) -> "CheckpointStorage":
@@ -80,17 +113,17 @@ class CheckpointStorage:
 
     # -- paths: the only place names are made ------------------------------------------------------
 
-    def checkpoint_dir(self, checkpoint_id: int) -> str:
+    def checkpoint_dir(self, checkpoint_id: CheckpointId) -> str:
         return posixpath.join(self.job_dir, f"chk-{checkpoint_id}")
 
-    def metadata_path(self, checkpoint_id: int) -> str:
+    def metadata_path(self, checkpoint_id: CheckpointId) -> str:
         return posixpath.join(self.checkpoint_dir(checkpoint_id), METADATA)
 
     @staticmethod
-    def state_file_name(uid: str, subtask: int) -> str:
+    def state_file_name(uid: str, subtask: SubtaskIndex) -> str:
         return f"{uid}/{subtask}.arrow"
 
-    def absolute(self, checkpoint_id: int, relative: str) -> str:
+    def absolute(self, checkpoint_id: CheckpointId, relative: str) -> str:
         return posixpath.join(self.checkpoint_dir(checkpoint_id), relative)
 
     # -- writing -------------------------------------------------------------------------------------
@@ -98,164 +131,144 @@ class CheckpointStorage:
     def check_writable(self) -> None:
         """Fail now, naming the URL, if the job directory cannot be created and written."""
         probe = posixpath.join(self.job_dir, "_probe")
-        try:
-            self.fs.makedirs(self.job_dir, exist_ok=True)
-            with self.fs.open(probe, "wb") as f:
-                f.write(b"ok")
-            self.fs.rm(probe)
-        except Exception as exc:  # any failure here means the storage is unusable
-            raise StorageUnreachableError(self.url, exc) from exc
+        self.store.write(probe, b"ok")
+        self.store.delete(probe)
 
-    def write_state_file(self, checkpoint_id: int, uid: str, subtask: int,
-                         rows: Iterable[tuple[int, bytes]]) -> StateFileInfo:
+    def write_state_file(self, checkpoint_id: CheckpointId, uid: str, subtask: SubtaskIndex,
+                         rows: Iterable[tuple[KeyGroup, bytes]]) -> StateHandle:
         relative = self.state_file_name(uid, subtask)
         path = self.absolute(checkpoint_id, relative)
-        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
         groups = []
-        with self._output_stream(path) as sink:
+        with self.store.open_output(path) as sink:
             with pa.ipc.new_file(sink, _SCHEMA) as writer:
                 for group, payload in rows:
                     groups.append(group)
                     writer.write_batch(pa.RecordBatch.from_arrays(
                         [pa.array([group], pa.int32()), _binary_without_copy(payload)], schema=_SCHEMA))
-        return StateFileInfo(uid, subtask, relative, self.fs.size(path), tuple(groups))
+        return StateHandle(uid, subtask, relative, self.store.size(path), tuple(groups))
 
-    @contextlib.contextmanager
-    def _output_stream(self, path: str) -> Iterator[pa.NativeFile]:
-        # Arrow's writer calls a Python file once per buffer of a batch, and each call waits for the GIL,
-        # which the task thread holds up to 5 ms at a time: most of a checkpoint's time at 1 GB. A local
-        # file is written by Arrow itself, without the GIL; any other file through a buffer.
-        if type(self.fs) is LocalFileSystem:
-            with pa.OSFile(path, "wb") as sink:
-                yield sink
-        else:
-            with self.fs.open(path, "wb") as f, pa.output_stream(f, buffer_size=_WRITE_BUFFER) as sink:
-                yield sink
+    def write_metadata(self, checkpoint: CompletedCheckpoint) -> None:
+        """Commit ``checkpoint``: write its ``_metadata``, which must not exist yet."""
+        data = json.dumps(checkpoint.to_metadata(), indent=1, sort_keys=True).encode()
+        if not self.store.create_if_absent(self.metadata_path(checkpoint.checkpoint_id), data):
+            raise CheckpointError(
+                f"Checkpoint {checkpoint.checkpoint_id} already exists in {self.job_dir}: another run of job "
+                f"'{self.job_name}' writes to the same checkpoint directory. Give each running job its own "
+                "name or checkpoint storage.")
 
-    def write_metadata(self, checkpoint_id: int, metadata: dict) -> None:
-        data = json.dumps(metadata, indent=1, sort_keys=True).encode()
-        path = self.metadata_path(checkpoint_id)
-        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
-        if isinstance(self.fs, LocalFileSystem):
-            temporary = path + ".inprogress"
-            with self.fs.open(temporary, "wb") as f:
-                f.write(data)
-            self.fs.mv(temporary, path)  # a rename on local disks: readers never see half a marker
-        else:
-            with self.fs.open(path, "wb") as f:  # one PUT: atomic on object stores
-                f.write(data)
+    def delete_checkpoint(self, checkpoint_id: CheckpointId) -> None:
+        self.store.delete(self.checkpoint_dir(checkpoint_id))
 
-    def delete_checkpoint(self, checkpoint_id: int) -> None:
-        directory = self.checkpoint_dir(checkpoint_id)
-        if self.fs.exists(directory):
-            self.fs.rm(directory, recursive=True)
+    def discard_state(self, checkpoint_id: CheckpointId, handles: Iterable[StateHandle]) -> None:
+        """Delete state files that no checkpoint will reference (a late or unexpected acknowledgement's)."""
+        for handle in handles:
+            self.store.delete(self.absolute(checkpoint_id, handle.path))
 
     # -- reading -------------------------------------------------------------------------------------
 
-    def checkpoint_ids(self) -> list[int]:
-        """Ids of every ``chk-*`` directory, completed or not, ascending."""
-        try:
-            entries = self.fs.ls(self.job_dir, detail=False) if self.fs.exists(self.job_dir) else []
-        except Exception as exc:  # listing failed: the storage is unusable, say so
-            raise StorageUnreachableError(self.url, exc) from exc
-        ids = []
-        for entry in entries:
-            match = _CHK.match(posixpath.basename(entry.rstrip("/")))
-            if match:
-                ids.append(int(match.group(1)))
+    def checkpoint_ids(self) -> list[CheckpointId]:
+        """Ids of every ``chk-*`` directory, completed or not, ascending. Raises StorageUnreachableError when
+        the job directory cannot be listed; a job directory that does not exist holds none."""
+        ids = [CheckpointId(int(m.group(1))) for name in self.store.list(self.job_dir) if (m := _CHK.match(name))]
         return sorted(ids)
 
-    def next_checkpoint_id(self) -> int:
+    def next_checkpoint_id(self) -> CheckpointId:
         ids = self.checkpoint_ids()
-        return (ids[-1] + 1) if ids else 1
+        return CheckpointId(ids[-1] + 1 if ids else 1)
 
-    def _load_metadata(self, checkpoint_id: int) -> dict:
-        """``_metadata`` of a checkpoint; errors carry no hint (computing one reads metadata again)."""
+    def _load(self, checkpoint_id: CheckpointId) -> CompletedCheckpoint:
+        """A checkpoint's ``_metadata``; errors carry no hint (computing one reads metadata again)."""
         path = self.metadata_path(checkpoint_id)
-        if not self.fs.exists(path):
-            if self.fs.exists(self.checkpoint_dir(checkpoint_id)):
-                raise CorruptCheckpointError(
-                    f"Checkpoint {checkpoint_id} at {self.checkpoint_dir(checkpoint_id)} has no {METADATA}: it "
-                    "was never completed.")
-            raise CheckpointNotFoundError(
-                f"Checkpoint {checkpoint_id} does not exist in {self.url}/{posixpath.basename(self.job_dir)}.")
         try:
-            with self.fs.open(path, "rb") as f:
-                metadata = json.loads(f.read())
-            if metadata.get("checkpoint_id") != checkpoint_id:
-                raise ValueError(f"it describes checkpoint {metadata.get('checkpoint_id')}")
+            data = self.store.read(path)
+        except FileNotFoundError:
+            if checkpoint_id in self.checkpoint_ids():
+                raise _NeverCompleted(
+                    f"Checkpoint {checkpoint_id} at {self.checkpoint_dir(checkpoint_id)} has no {METADATA}: it "
+                    "was never completed.") from None
+            raise CheckpointNotFoundError(
+                f"Checkpoint {checkpoint_id} does not exist in {self.url}/{posixpath.basename(self.job_dir)}.") \
+                from None
+        try:
+            checkpoint = CompletedCheckpoint.from_metadata(json.loads(data))
+            if checkpoint.checkpoint_id != checkpoint_id:
+                raise ValueError(f"it describes checkpoint {checkpoint.checkpoint_id}")
         except Exception as exc:  # unparsable or inconsistent: corrupt
             raise CorruptCheckpointError(f"Checkpoint {checkpoint_id}: {path} is unreadable ({exc}).") from exc
-        return metadata
+        return checkpoint
 
-    def read_metadata(self, checkpoint_id: int) -> dict:
-        """``_metadata`` of a checkpoint; errors name the usable checkpoints."""
+    def read_checkpoint(self, checkpoint_id: CheckpointId) -> CompletedCheckpoint:
+        """A checkpoint's ``_metadata``; errors name the usable checkpoints."""
         try:
-            return self._load_metadata(checkpoint_id)
+            return self._load(checkpoint_id)
         except (CorruptCheckpointError, CheckpointNotFoundError) as exc:
-            raise type(exc)(f"{exc} {self.usable_hint()}") from exc.__cause__
+            public = CorruptCheckpointError if isinstance(exc, CorruptCheckpointError) else CheckpointNotFoundError
+            raise public(f"{exc} {self.usable_hint()}") from exc.__cause__
 
-    def problems(self, metadata: dict) -> list[str]:
+    def problems(self, checkpoint: CompletedCheckpoint) -> list[str]:
         """What is wrong with a checkpoint's files (empty when it is restorable)."""
-        checkpoint_id = metadata["checkpoint_id"]
         found = []
-        for operator in metadata.get("operators", {}).values():
-            for file in operator.get("files", []):
-                path = self.absolute(checkpoint_id, file["path"])
-                try:
-                    size = self.fs.size(path)
-                except FileNotFoundError:
-                    found.append(f"state file {path} is missing")
-                    continue
-                if size != file["size"]:
-                    found.append(f"state file {path} has {size} bytes, {file['size']} were written")
+        for handle in checkpoint.state_handles:
+            path = self.absolute(checkpoint.checkpoint_id, handle.path)
+            try:
+                size = self.store.size(path)
+            except FileNotFoundError:
+                found.append(f"state file {path} is missing")
+                continue
+            if size != handle.size:
+                found.append(f"state file {path} has {size} bytes, {handle.size} were written")
         return found
 
-    def validated_metadata(self, checkpoint_id: int) -> dict:
-        """``_metadata`` of a checkpoint whose files are all present; raises CorruptCheckpointError otherwise."""
-        metadata = self.read_metadata(checkpoint_id)
-        problems = self.problems(metadata)
+    def validated_checkpoint(self, checkpoint_id: CheckpointId) -> CompletedCheckpoint:
+        """A checkpoint whose files are all present; raises CorruptCheckpointError otherwise."""
+        checkpoint = self.read_checkpoint(checkpoint_id)
+        problems = self.problems(checkpoint)
         if problems:
             raise CorruptCheckpointError(f"Checkpoint {checkpoint_id} cannot be restored: {'; '.join(problems)}. "
                                          f"{self.usable_hint(exclude=checkpoint_id)}")
-        return metadata
+        return checkpoint
 
-    def completed(self) -> list[dict]:
-        """Metadata of every checkpoint with a readable ``_metadata``, ascending by id."""
-        result = []
+    def survey(self) -> list[StoredCheckpoint]:
+        """Every ``chk-*`` directory with what its ``_metadata`` says, ascending by id. Storage errors raise:
+        a checkpoint that cannot be read right now is never reported as incomplete."""
+        found = []
         for checkpoint_id in self.checkpoint_ids():
             try:
-                result.append(self._load_metadata(checkpoint_id))
-            except (CorruptCheckpointError, CheckpointNotFoundError):
+                found.append(StoredCheckpoint(checkpoint_id, CheckpointStatus.COMPLETED, self._load(checkpoint_id)))
+            except CheckpointNotFoundError:  # removed since the listing
                 continue
-        return result
+            except _NeverCompleted as exc:
+                found.append(StoredCheckpoint(checkpoint_id, CheckpointStatus.INCOMPLETE, problem=str(exc)))
+            except CorruptCheckpointError as exc:
+                found.append(StoredCheckpoint(checkpoint_id, CheckpointStatus.UNREADABLE, problem=str(exc)))
+        return found
 
-    def usable_ids(self) -> list[int]:
-        return [m["checkpoint_id"] for m in self.completed() if not self.problems(m)]
+    def completed(self) -> list[CompletedCheckpoint]:
+        """Every checkpoint with a readable ``_metadata``, ascending by id."""
+        return [s.checkpoint for s in self.survey() if s.status is CheckpointStatus.COMPLETED]
 
-    def usable_hint(self, exclude: int | None = None) -> str:
+    def usable_ids(self) -> list[CheckpointId]:
+        return [c.checkpoint_id for c in self.completed() if not self.problems(c)]
+
+    def usable_hint(self, exclude: CheckpointId | None = None) -> str:
         try:
             usable = [i for i in self.usable_ids() if i != exclude]
-        except Exception:  # the hint must never hide the real error
+        except StorageUnreachableError:  # the hint must never hide the real error
             return ""
         return f"Usable checkpoints: {usable}." if usable else "There is no usable checkpoint."
 
-    def read_state_rows(self, checkpoint_id: int, file: dict, key_groups=None) -> Iterator[tuple[int, bytes]]:
+    def read_state_rows(self, checkpoint_id: CheckpointId, handle: StateHandle,
+                        key_groups=None) -> Iterator[tuple[KeyGroup, bytes]]:
         """``(key group, payload)`` rows of a state file; only those in ``key_groups`` when given."""
-        path = self.absolute(checkpoint_id, file["path"])
+        path = self.absolute(checkpoint_id, handle.path)
         try:
-            with self.fs.open(path, "rb") as f:
+            with self.store.open_input(path) as f:
                 reader = pa.ipc.open_file(f)
-                for index, group in enumerate(file["key_groups"]):
+                for index, group in enumerate(handle.key_groups):
                     if key_groups is None or group in key_groups:
                         batch = reader.get_batch(index)
                         yield batch.column(0)[0].as_py(), batch.column(1)[0].as_py()
-        except (OSError, pa.ArrowException) as exc:
-            raise CorruptCheckpointError(f"Checkpoint {checkpoint_id}: state file {path} is unreadable: {exc}. "
-                                         "Restore an older checkpoint.") from exc
-
-    @staticmethod
-    def file_entry(info: StateFileInfo) -> dict:
-        entry = asdict(info)
-        entry["key_groups"] = list(info.key_groups)
-        return entry
+        except (FileNotFoundError, pa.ArrowException, OSError) as exc:
+            raise CorruptCheckpointError(f"Checkpoint {checkpoint_id}: state file {path} of operator uid "
+                                         f"'{handle.uid}' is unreadable: {exc}. Restore an older checkpoint.") \
+                from exc

@@ -2,6 +2,7 @@
 
 import doctest
 import importlib
+import inspect
 import os
 import pkgutil
 import re
@@ -20,11 +21,99 @@ def all_modules():
             yield info.name
 
 
+PLUMBING = "internal plumbing (Spark tasks, sockets, threads), exercised by integration tests"
+BENCHMARK = "benchmark run: starts Spark and measures (python -m benchmarks)"
+PACKAGE = "package: its modules carry the examples"
+
+# The modules that may run no docstring example, each with its reason. Every other module must run at least
+# one, so that a new module comes with an example; a module listed here that gains one must leave the list.
+NO_EXAMPLES = {
+    "benchmarks": "empty package file",
+    "benchmarks.latency": BENCHMARK,
+    "benchmarks.recovery": BENCHMARK,
+    "benchmarks.spark_baseline": BENCHMARK,
+    "benchmarks.throughput": BENCHMARK,
+    "benchmarks.snapshot": "benchmark: measures snapshot timings, which vary from run to run",
+    "benchmarks.sinks": "benchmark-only sink, checked by the benchmark runs themselves",
+    "operators": "re-exports only: each name's own docstring has an example (test_public_api_has_examples)",
+    "state_backends": "re-exports only: each name's own docstring has an example (test_public_api_has_examples)",
+    "operators.operator": "abstract operator kinds: their examples are on the subclasses (builtins, columnar, ...)",
+    "runtime.driver.control_server": PLUMBING,
+    "runtime.driver.job": PLUMBING,
+    "runtime.driver.launcher": PLUMBING,
+    "runtime.executor.entry": PLUMBING,
+    "runtime.executor.slot": PLUMBING,
+    "runtime.executor.subtask": PLUMBING,
+    "runtime.network.acceptor": PLUMBING,
+    "runtime.network.channels": PLUMBING,
+    "runtime.driver": PACKAGE,
+    "runtime.executor": PACKAGE,
+    "runtime.graph": PACKAGE,
+    "runtime.network": PACKAGE,
+    "runtime.protocol": PACKAGE,
+    "state_backends.heap": PACKAGE,
+}
+
+
 @pytest.mark.parametrize("module_name", sorted(all_modules()))
 def test_docstring_examples(module_name):
     module = importlib.import_module(module_name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
+    if module_name in NO_EXAMPLES:
+        assert result.attempted == 0, f"{module_name} runs examples now: remove it from NO_EXAMPLES"
+    else:
+        assert result.attempted > 0, (f"{module_name} runs no docstring example: add one (a `>>>` example in the "
+                                      "module's or an object's docstring), or list it in NO_EXAMPLES with a reason")
+
+
+def test_docstring_exemptions_name_existing_modules():
+    assert set(NO_EXAMPLES) <= set(all_modules())
+
+
+# The user API: the classes and functions named in these modules' __all__, and runtime's lazy exports.
+API_MODULES = ["runtime.datastream", "runtime.common", "operators", "state_backends"]
+
+# Public names without an example, by their definition's module.qualname, with the reason. A name that gets an
+# example must leave the list.
+PUBLIC_WITHOUT_EXAMPLES: dict[str, str] = {}
+
+
+def public_api() -> dict:
+    """``{module.qualname of the definition: object}`` of every public class and function (not constants)."""
+    import runtime
+
+    exported = [(name, importlib.import_module(module)) for module in API_MODULES
+                for name in importlib.import_module(module).__all__]
+    exported += [(name, runtime) for name in runtime._EXPORTS]
+    api = {}
+    for name, module in exported:
+        obj = getattr(module, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            api[f"{obj.__module__}.{obj.__qualname__}"] = obj
+    return api
+
+
+def checks_an_output(docstring: str | None) -> bool:
+    """Whether the docstring has a ``>>>`` example that runs and compares an output (or an exception)."""
+    examples = doctest.DocTestParser().get_examples(docstring or "")
+    return any((example.want.strip() or example.exc_msg) and not example.options.get(doctest.SKIP)
+               for example in examples)
+
+
+@pytest.mark.parametrize("qualified_name", sorted(public_api()))
+def test_public_api_has_examples(qualified_name):
+    obj = public_api()[qualified_name]
+    docstring = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__  # its own, not inherited
+    if qualified_name in PUBLIC_WITHOUT_EXAMPLES:
+        assert not checks_an_output(docstring), f"{qualified_name} has an example now: remove it from the list"
+    else:
+        assert checks_an_output(docstring), (f"{qualified_name} is public API: its docstring needs a `>>>` example "
+                                             "that checks an output")
+
+
+def test_public_without_examples_lists_only_public_names():
+    assert set(PUBLIC_WITHOUT_EXAMPLES) <= set(public_api())
 
 
 def readme_blocks(language):

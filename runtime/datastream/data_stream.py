@@ -54,6 +54,7 @@ from operators.functions import (
     as_callable,
 )
 from operators.sinks import CollectSink, PrintSink, Sink, SinkWriterOperator
+from runtime.errors import ApiUsageError, ConfigurationError
 from runtime.graph.job_graph import BROADCAST, FORWARD, REBALANCE, Partitioner
 from runtime.graph.transformation import Transformation
 from runtime.side_outputs import OutputTag
@@ -62,10 +63,11 @@ from runtime.types import TypeInformation
 __all__ = ["DataStream", "KeyedStream", "DataStreamSink", "CloseableIterator"]
 
 
-def _check_parallelism(parallelism: int) -> int:
-    if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
-        raise ValueError(f"parallelism must be a positive int, got {parallelism!r}")
-    return parallelism
+def positive_int(value: int, setting: str) -> int:
+    """``value`` if it is a positive int; else a ConfigurationError naming ``setting`` (e.g. "parallelism")."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigurationError(f"{setting} must be a positive int, got {value!r}")
+    return value
 
 
 class _Named:
@@ -74,7 +76,13 @@ class _Named:
     _transformation: Transformation
 
     def name(self, name: str):
-        """Set the operator's name, shown in errors, logs and the job graph."""
+        """Set the operator's name, shown in errors, logs and the job graph.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_collection([1, 2]).map(str).name("to text").get_name()
+        'to text'
+        """
         self._transformation.name = name
         return self
 
@@ -82,22 +90,43 @@ class _Named:
         return self._transformation.name
 
     def uid(self, uid: str):
-        """Set the operator's stable id: its state in checkpoints is addressed by it."""
+        """Set the operator's stable id: its state in checkpoints is addressed by it.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> _ = env.from_collection([1, 2]).map(str).uid("to-text").print()
+        >>> [node.uid for node in env.get_job_graph("job").operators if node.name == "Map"]
+        ['to-text']
+        """
         if not isinstance(uid, str) or not uid:
-            raise ValueError(f"uid must be a non-empty string, got {uid!r}")
+            raise ConfigurationError(f"uid() expects a non-empty string, got {uid!r}")
         self._transformation.uid = uid
         return self
 
     def set_parallelism(self, parallelism: int):
-        """Run this operator with ``parallelism`` subtasks instead of the environment's default."""
+        """Run this operator with ``parallelism`` subtasks instead of the environment's default.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> _ = env.from_sequence(1, 10).map(str).set_parallelism(3).print()
+        >>> {node.name: node.parallelism for node in env.get_job_graph("job").operators}
+        {'Sequence Source': 1, 'Map': 3, 'Print to Std. Out': 1}
+        """
         if self._transformation.non_parallel and parallelism != 1:
-            raise ValueError(f"'{self._transformation.name}' is a non-parallel source: its parallelism is 1")
-        self._transformation.parallelism = _check_parallelism(parallelism)
+            raise ConfigurationError(f"'{self._transformation.name}' is a non-parallel source: its parallelism is 1")
+        self._transformation.parallelism = positive_int(parallelism, "parallelism")
         return self
 
 
 class DataStream(_Named):
-    """A stream of records; every method declares a new operator and returns the stream it produces."""
+    """A stream of records; every method declares a new operator and returns the stream it produces.
+
+    >>> from runtime import StreamExecutionEnvironment, Types
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> lengths = env.from_collection(["a", "bb"]).map(len, output_type=Types.INT())
+    >>> isinstance(lengths, DataStream), lengths.get_name(), lengths.get_type(), lengths.get_schema()
+    (True, 'Map', INT, None)
+    """
 
     def __init__(self, environment, transformation: Transformation):
         self._env = environment
@@ -123,7 +152,7 @@ class DataStream(_Named):
     def _require_records(self, api_name: str) -> None:
         schema = self.get_schema()
         if schema is not None:
-            raise TypeError(
+            raise ApiUsageError(
                 f"{api_name}() works on records, but this stream is columnar (Arrow batches of "
                 f"[{', '.join(f'{f.name}: {f.type}' for f in schema)}]). Use map_batches() / key_by(column) "
                 f"on the batches, or to_rows() first to get one record per row."
@@ -132,7 +161,7 @@ class DataStream(_Named):
     def _require_columnar(self, api_name: str) -> pa.Schema:
         schema = self.get_schema()
         if schema is None:
-            raise TypeError(f"{api_name}() works on columnar streams (Arrow batches); this stream is of records. "
+            raise ApiUsageError(f"{api_name}() works on columnar streams (Arrow batches); this stream is of records. "
                             "Call to_columnar(schema) first, or start from a columnar source.")
         return schema
 
@@ -154,7 +183,7 @@ class DataStream(_Named):
         """
         input_schema = self._require_columnar("map_batches")
         if not callable(func):
-            raise TypeError(f"map_batches() expects a callable, got {func!r}")
+            raise ApiUsageError(f"map_batches() expects a callable, got {func!r}")
         name = "MapBatches"
         output = schema if schema is not None else infer_output_schema(func, input_schema, name)
         return DataStream(self._env, self._then("operator", name, lambda n: MapBatchesOperator(n, func, output),
@@ -170,7 +199,7 @@ class DataStream(_Named):
         become Arrow record batches of ``schema``."""
         self._require_records("to_columnar")
         if not isinstance(schema, pa.Schema):
-            raise TypeError(f"to_columnar() expects a pyarrow.Schema, got {type(schema).__name__}")
+            raise ApiUsageError(f"to_columnar() expects a pyarrow.Schema, got {type(schema).__name__}")
         return DataStream(self._env, self._then("operator", "ToColumnar",
                                                 lambda n: RowsToBatchesOperator(n, schema), schema=schema))
 
@@ -180,6 +209,8 @@ class DataStream(_Named):
         >>> from runtime import StreamExecutionEnvironment
         >>> env = StreamExecutionEnvironment.get_execution_environment()
         >>> squares = env.from_sequence(1, 3).map(lambda x: x * x)
+        >>> squares.get_name(), squares.get_type()  # no output_type given: records travel pickled
+        ('Map', None)
         """
         self._require_records("map")
         call = as_callable(func, MapFunction, "map")
@@ -188,14 +219,28 @@ class DataStream(_Named):
 
     def flat_map(self, func: FlatMapFunction | Callable,
                  output_type: TypeInformation | None = None) -> "DataStream":
-        """Zero or more output records per input record: the function returns an iterable or yields."""
+        """Zero or more output records per input record: the function returns an iterable or yields.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> words = env.from_collection(["to be", "or not"]).flat_map(str.split)
+        >>> words.get_name()
+        'FlatMap'
+        """
         self._require_records("flat_map")
         call = as_callable(func, FlatMapFunction, "flat_map")
         return DataStream(self._env, self._then("operator", "FlatMap",
                                                 lambda n: FlatMapOperator(n, func, call), output_type))
 
     def filter(self, func: FilterFunction | Callable) -> "DataStream":
-        """Keep the records for which the function returns true."""
+        """Keep the records for which the function returns true.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> evens = env.from_sequence(1, 10).filter(lambda x: x % 2 == 0)
+        >>> evens.get_name(), evens.get_type()  # the input's type is kept
+        ('Filter', LONG)
+        """
         self._require_records("filter")
         call = as_callable(func, FilterFunction, "filter")
         return DataStream(self._env, self._then("operator", "Filter", lambda n: FilterOperator(n, func, call),
@@ -204,9 +249,9 @@ class DataStream(_Named):
     def process(self, func: ProcessFunction, output_type: TypeInformation | None = None) -> "DataStream":
         """Apply a :class:`ProcessFunction` to every record."""
         if isinstance(func, KeyedProcessFunction):
-            raise TypeError("A KeyedProcessFunction needs a KeyedStream: call key_by(...) before process().")
+            raise ApiUsageError("A KeyedProcessFunction needs a KeyedStream: call key_by(...) before process().")
         if not isinstance(func, ProcessFunction):
-            raise TypeError(f"process() expects a ProcessFunction, got {type(func).__name__}")
+            raise ApiUsageError(f"process() expects a ProcessFunction, got {type(func).__name__}")
         self._require_records("process")
         return DataStream(self._env, self._then("operator", "Process",
                                                 lambda n: ProcessOperator(n, func), output_type))
@@ -215,11 +260,19 @@ class DataStream(_Named):
         """Partition the stream by key: every record with the same key goes to the same subtask.
 
         On a columnar stream the key is a column, named here: ``key_by("user_id")``.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> keyed = env.from_collection([("a", 1), ("b", 2)]).key_by(lambda pair: pair[0])
+        >>> type(keyed).__name__, keyed.get_name()
+        ('KeyedStream', 'KeyBy')
+        >>> env.from_sequence(0, 9, columnar=True).key_by("value").get_schema().names
+        ['value']
         """
         schema = self.get_schema()
         if schema is not None:
             if not isinstance(key_selector, str) or key_selector not in schema.names:
-                raise TypeError(f"key_by() on a columnar stream takes the name of a key column, one of "
+                raise ApiUsageError(f"key_by() on a columnar stream takes the name of a key column, one of "
                                 f"{schema.names}; got {key_selector!r}")
             t = Transformation("partition", "KeyBy", [self._transformation],
                                partitioner=Partitioner("hash", key_column=key_selector),
@@ -236,45 +289,79 @@ class DataStream(_Named):
         return DataStream(self._env, t)
 
     def rebalance(self) -> "DataStream":
-        """Distribute records round-robin over the next operator's subtasks."""
+        """Distribute records round-robin over the next operator's subtasks.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> spread = env.from_sequence(1, 10).rebalance()  # then e.g. .map(...).set_parallelism(4)
+        >>> spread.get_name(), spread.get_type()
+        ('Rebalance', LONG)
+        """
         return self._repartition(REBALANCE, "Rebalance")
 
     def forward(self) -> "DataStream":
-        """Send each subtask's records to the same-index subtask of the next operator."""
+        """Send each subtask's records to the same-index subtask of the next operator.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_sequence(1, 10).forward().get_name()
+        'Forward'
+        """
         return self._repartition(FORWARD, "Forward")
 
     def broadcast(self) -> "DataStream":
-        """Send every record to every subtask of the next operator."""
+        """Send every record to every subtask of the next operator.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_collection(["config"]).broadcast().get_name()
+        'Broadcast'
+        """
         return self._repartition(BROADCAST, "Broadcast")
 
     def get_side_output(self, output_tag: OutputTag) -> "DataStream":
         """The records this operator emitted under ``output_tag`` (``yield output_tag, value`` in a process
         function; ``FileSource(on_malformed=tag)`` for malformed lines)."""
         if not isinstance(output_tag, OutputTag):
-            raise TypeError(f"get_side_output() expects an OutputTag, got {type(output_tag).__name__}")
+            raise ApiUsageError(f"get_side_output() expects an OutputTag, got {type(output_tag).__name__}")
         t = Transformation("side", f"SideOutput: {output_tag.tag_id}", [self._transformation],
                            output_type=output_tag.type_info, environment=self._env, side_tag=output_tag.tag_id)
         return DataStream(self._env, t)
 
     def union(self, *streams: "DataStream") -> "DataStream":
-        """Merge this stream with others of the same kind of record into one stream."""
+        """Merge this stream with others of the same kind of record into one stream.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> clicks, views = env.from_collection(["click"]), env.from_collection(["view"])
+        >>> clicks.union(views).get_name()
+        'Union'
+        """
         for s in streams:
             if not isinstance(s, DataStream):
-                raise TypeError(f"union() takes DataStreams, got {type(s).__name__}")
+                raise ApiUsageError(f"union() takes DataStreams, got {type(s).__name__}")
             if s._env is not self._env:
-                raise ValueError("union() of streams from different environments")
+                raise ApiUsageError("union() of streams from different environments: build every stream of a job from "
+                                    "one StreamExecutionEnvironment")
             if (s.get_schema() is None) != (self.get_schema() is None) or (
                     s.get_schema() is not None and not s.get_schema().equals(self.get_schema())):
-                raise TypeError("union() needs streams of the same kind: all of records, or all columnar with "
+                raise ApiUsageError("union() needs streams of the same kind: all of records, or all columnar with "
                                 f"one schema; got {self.get_schema()} and {s.get_schema()}")
         t = Transformation("union", "Union", [self._transformation, *(s._transformation for s in streams)],
                            output_type=self.get_type(), environment=self._env, schema=self.get_schema())
         return DataStream(self._env, t)
 
     def sink_to(self, sink: Sink) -> "DataStreamSink":
-        """Write the stream to ``sink``."""
+        """Write the stream to ``sink``.
+
+        >>> from operators.sinks import CollectSink
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_collection([1, 2]).sink_to(CollectSink("numbers")).get_name()
+        'Sink: numbers'
+        """
         if not isinstance(sink, Sink):
-            raise TypeError(f"sink_to() expects a Sink, got {type(sink).__name__}")
+            raise ApiUsageError(f"sink_to() expects a Sink, got {type(sink).__name__}")
         if self.get_schema() is not None and not sink.accepts_batches:
             return self.to_rows().sink_to(sink)
         name = getattr(sink, "name", None) or type(sink).__name__
@@ -284,7 +371,13 @@ class DataStream(_Named):
     add_sink = sink_to
 
     def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
-        """Print every record on the executors' stdout (at-least-once)."""
+        """Print every record on the executors' stdout (at-least-once).
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_collection([1, 2]).print("numbers").get_name()
+        'Print to Std. Out'
+        """
         return self.sink_to(PrintSink(sink_identifier)).name("Print to Std. Out")
 
     def execute_and_collect(self, job_execution_name: str | None = None,
@@ -306,7 +399,14 @@ class DataStream(_Named):
 
 class KeyedStream(DataStream):
     """A stream partitioned by key; ``reduce`` and ``process`` keep state per key (``count`` and ``sum`` on
-    a columnar stream)."""
+    a columnar stream).
+
+    >>> from runtime import StreamExecutionEnvironment
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> keyed = env.from_collection([("a", 1), ("b", 2), ("a", 3)]).key_by(lambda pair: pair[0])
+    >>> isinstance(keyed, KeyedStream), keyed.reduce(lambda x, y: (x[0], x[1] + y[1])).get_name()
+    (True, 'Keyed Reduce')
+    """
 
     def __init__(self, environment, transformation: Transformation, key_selector: Callable | None,
                  key_type: TypeInformation | None, key_column: str | None = None):
@@ -319,9 +419,9 @@ class KeyedStream(DataStream):
         schema = self._require_columnar(name)
         if value_column is not None:
             if value_column not in schema.names:
-                raise TypeError(f"sum() takes the name of a column, one of {schema.names}; got {value_column!r}")
+                raise ApiUsageError(f"sum() takes the name of a column, one of {schema.names}; got {value_column!r}")
             if not pa.types.is_integer(schema.field(value_column).type):
-                raise TypeError(f"sum('{value_column}') needs an integer column, not "
+                raise ApiUsageError(f"sum('{value_column}') needs an integer column, not "
                                 f"{schema.field(value_column).type}: running sums are kept exact, and floating-"
                                 "point sums are not (use to_rows() and reduce() for them)")
         key = self._key_column
@@ -350,7 +450,14 @@ class KeyedStream(DataStream):
         return self._running_aggregate("sum", column)
 
     def reduce(self, func: ReduceFunction | Callable) -> DataStream:
-        """Rolling reduce: for each record, emit the reduction of all records so far with its key."""
+        """Rolling reduce: for each record, emit the reduction of all records so far with its key.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> totals = env.from_sequence(1, 10).key_by(lambda x: x % 2).reduce(lambda a, b: a + b)
+        >>> totals.get_name(), totals.get_type()
+        ('Keyed Reduce', LONG)
+        """
         self._require_records("reduce")
         call = as_callable(func, ReduceFunction, "reduce")
         key = self._key_selector
@@ -361,7 +468,7 @@ class KeyedStream(DataStream):
     def process(self, func: KeyedProcessFunction, output_type: TypeInformation | None = None) -> DataStream:
         """Apply a :class:`KeyedProcessFunction`, with state scoped to each record's key."""
         if not isinstance(func, KeyedProcessFunction):
-            raise TypeError(f"KeyedStream.process() expects a KeyedProcessFunction, got {type(func).__name__}")
+            raise ApiUsageError(f"KeyedStream.process() expects a KeyedProcessFunction, got {type(func).__name__}")
         self._require_records("process")
         key = self._key_selector
         t = self._then("operator", "KeyedProcess", lambda n: KeyedProcessOperator(n, func, key), output_type)
@@ -369,14 +476,26 @@ class KeyedStream(DataStream):
 
 
 class DataStreamSink(_Named):
-    """The end of a stream; lets the sink be named, given a uid and a parallelism."""
+    """The end of a stream; lets the sink be named, given a uid and a parallelism.
+
+    >>> from runtime import StreamExecutionEnvironment
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> sink = env.from_collection([1, 2]).print().name("stdout").uid("stdout").set_parallelism(1)
+    >>> isinstance(sink, DataStreamSink), sink.get_name()
+    (True, 'stdout')
+    """
 
     def __init__(self, transformation: Transformation):
         self._transformation = transformation
 
 
 class CloseableIterator:
-    """The iterator ``execute_and_collect`` returns; usable in a ``with`` block, as in PyFlink."""
+    """The iterator ``execute_and_collect`` returns; usable in a ``with`` block, as in PyFlink.
+
+    >>> with CloseableIterator([1, 2, 3]) as records:
+    ...     next(records), list(records)
+    (1, [2, 3])
+    """
 
     def __init__(self, records: list):
         self._records = records

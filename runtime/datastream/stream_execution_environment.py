@@ -12,19 +12,20 @@ from typing import Iterable
 
 from operators.sinks import CollectSink, SinkWriterOperator
 from operators.sources import CollectionSource, SequenceSource, Source, SourceReaderOperator
-from runtime.datastream.data_stream import DataStream, _check_parallelism
-from runtime.errors import JobGraphError
 from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode, RestartStrategies, RestartStrategy
+from runtime.datastream.data_stream import DataStream, positive_int
 from runtime.driver.coordinator import CheckpointCoordinator
+from runtime.driver.launcher import obtain_spark_session, require_slots
+from runtime.driver.restore_plan import RESTORE_CONF, check_compatible, resolve_restore
+from runtime.driver.result import JobClient, JobResult
+from runtime.errors import ApiUsageError, ConfigurationError, JobGraphError
 from runtime.graph.compile import compile_job_graph
 from runtime.graph.job_graph import CheckpointSettings
 from runtime.graph.transformation import Transformation
 from runtime.keys.key_groups import UPPER_BOUND_MAX_PARALLELISM
-from runtime.driver.launcher import obtain_spark_session, require_slots
-from runtime.driver.restore_plan import check_compatible
-from runtime.driver.restore_plan import RESTORE_CONF, resolve_restore
-from runtime.driver.result import JobClient, JobResult
 from runtime.types import TypeInformation
+from state_backends.base import StateBackend
+from state_backends.heap import HashMapStateBackend
 from state_backends.storage import CheckpointStorage
 
 __all__ = ["StreamExecutionEnvironment"]
@@ -38,6 +39,12 @@ class StreamExecutionEnvironment:
 
     The SparkSession is taken when the job launches: the active one if there is one (so ``spark-submit``
     settings apply), else a new ``local[N]`` session sized to the job.
+
+    >>> env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+    >>> _ = env.from_sequence(1, 100).map(lambda x: x % 10).key_by(lambda k: k).reduce(max).print()
+    >>> [node.name for node in env.get_job_graph("job").operators]
+    ['Sequence Source', 'Map', 'Keyed Reduce', 'Print to Std. Out']
+    >>> env.execute("job")  # doctest: +SKIP
     """
 
     def __init__(self, spark=None):
@@ -49,6 +56,7 @@ class StreamExecutionEnvironment:
         self._transformations: list[Transformation] = []
         self._checkpoint_config = CheckpointConfig()
         self._restart_strategy: RestartStrategy | None = None
+        self._state_backend: StateBackend | None = None
 
     @staticmethod
     def get_execution_environment(spark=None) -> "StreamExecutionEnvironment":
@@ -58,17 +66,27 @@ class StreamExecutionEnvironment:
     # -- settings -------------------------------------------------------------------------------------
 
     def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
-        """Default number of subtasks of every operator (each needs a Spark task slot)."""
-        self._parallelism = _check_parallelism(parallelism)
+        """Default number of subtasks of every operator (each needs a Spark task slot).
+
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.set_parallelism(4).get_parallelism()
+        4
+        """
+        self._parallelism = positive_int(parallelism, "parallelism")
         return self
 
     def get_parallelism(self) -> int:
         return self._parallelism
 
     def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
-        """Number of key groups: the upper limit of rescaling, fixed for the life of a job's state."""
+        """Number of key groups: the upper limit of rescaling, fixed for the life of a job's state.
+
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.get_max_parallelism() is None, env.set_max_parallelism(256).get_max_parallelism()
+        (True, 256)
+        """
         if not isinstance(max_parallelism, int) or not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
-            raise ValueError(f"max parallelism must be an int in [1, {UPPER_BOUND_MAX_PARALLELISM}], "
+            raise ConfigurationError(f"max parallelism must be an int in [1, {UPPER_BOUND_MAX_PARALLELISM}], "
                              f"got {max_parallelism!r}")
         self._max_parallelism = max_parallelism
         return self
@@ -79,7 +97,7 @@ class StreamExecutionEnvironment:
     def set_buffer_timeout(self, timeout_millis: float) -> "StreamExecutionEnvironment":
         """Longest time a record waits in an output buffer before being sent (latency vs throughput)."""
         if timeout_millis < 0:
-            raise ValueError("buffer timeout must be >= 0 ms")
+            raise ConfigurationError(f"buffer timeout must be >= 0 ms, got {timeout_millis!r}")
         self._buffer_timeout_ms = float(timeout_millis)
         return self
 
@@ -88,12 +106,19 @@ class StreamExecutionEnvironment:
 
     def set_batch_size(self, records: int) -> "StreamExecutionEnvironment":
         """Records per network batch (a batch is sent when full, or at the buffer timeout)."""
-        self._batch_size = _check_parallelism(records)
+        self._batch_size = positive_int(records, "batch size (records)")
         return self
 
     def enable_checkpointing(self, interval: float,
                              mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE) -> "StreamExecutionEnvironment":
-        """Take a checkpoint every ``interval`` ms; configure the rest via :meth:`get_checkpoint_config`."""
+        """Take a checkpoint every ``interval`` ms; configure the rest via :meth:`get_checkpoint_config`.
+
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.enable_checkpointing(1000).get_checkpoint_interval()
+        1000
+        >>> env.get_checkpoint_config().set_checkpoint_storage("s3://bucket/checkpoints").get_checkpointing_mode()
+        <CheckpointingMode.EXACTLY_ONCE: 'EXACTLY_ONCE'>
+        """
         self._checkpoint_config.set_checkpoint_interval(interval).set_checkpointing_mode(mode)
         return self
 
@@ -104,9 +129,16 @@ class StreamExecutionEnvironment:
         return self._checkpoint_config.get_checkpoint_interval()
 
     def set_restart_strategy(self, strategy: RestartStrategy) -> "StreamExecutionEnvironment":
-        """How a failed job restarts. Default: 3 attempts 1 s apart with checkpointing, else none."""
+        """How a failed job restarts. Default: 3 attempts 1 s apart with checkpointing, else none.
+
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.get_restart_strategy()
+        RestartStrategy(max_attempts=0, delay_ms=0)
+        >>> env.set_restart_strategy(RestartStrategies.fixed_delay_restart(5, 2000)).get_restart_strategy()
+        RestartStrategy(max_attempts=5, delay_ms=2000)
+        """
         if not isinstance(strategy, RestartStrategy):
-            raise TypeError("set_restart_strategy() expects RestartStrategies.fixed_delay_restart(...) or "
+            raise ApiUsageError("set_restart_strategy() expects RestartStrategies.fixed_delay_restart(...) or "
                             "RestartStrategies.no_restart()")
         self._restart_strategy = strategy
         return self
@@ -118,6 +150,23 @@ class StreamExecutionEnvironment:
             return RestartStrategies.fixed_delay_restart(3, 1000)
         return RestartStrategies.no_restart()
 
+    def set_state_backend(self, state_backend: StateBackend) -> "StreamExecutionEnvironment":
+        """How keyed state is kept (PyFlink's name). Default: :class:`~state_backends.heap.HashMapStateBackend`.
+
+        >>> from state_backends import HashMapStateBackend
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.set_state_backend(HashMapStateBackend()).get_state_backend()
+        HashMapStateBackend()
+        """
+        if not isinstance(state_backend, StateBackend):
+            raise ApiUsageError(f"set_state_backend() expects a StateBackend such as HashMapStateBackend(), got "
+                                f"{type(state_backend).__name__}")
+        self._state_backend = state_backend
+        return self
+
+    def get_state_backend(self) -> StateBackend:
+        return self._state_backend if self._state_backend is not None else HashMapStateBackend()
+
     # -- sources --------------------------------------------------------------------------------------
 
     def _add(self, transformation: Transformation) -> None:
@@ -125,9 +174,15 @@ class StreamExecutionEnvironment:
 
     def from_source(self, source: Source, source_name: str = "Custom Source",
                     type_info: TypeInformation | None = None) -> DataStream:
-        """A stream read from ``source`` (see :class:`operators.sources.Source`)."""
+        """A stream read from ``source`` (see :class:`operators.sources.Source`).
+
+        >>> from operators.sources import SequenceSource
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_source(SequenceSource(0, 99), "numbers").get_name()
+        'numbers'
+        """
         if not isinstance(source, Source):
-            raise TypeError(f"from_source() expects a Source, got {type(source).__name__}")
+            raise ApiUsageError(f"from_source() expects a Source, got {type(source).__name__}")
         t = Transformation("source", source_name, [], lambda n: SourceReaderOperator(n, source),
                            output_type=type_info, non_parallel=not source.parallel, environment=self,
                            schema=source.schema)
@@ -135,13 +190,24 @@ class StreamExecutionEnvironment:
         return DataStream(self, t)
 
     def from_collection(self, collection: Iterable, type_info: TypeInformation | None = None) -> DataStream:
-        """A bounded stream of the given elements, read by one subtask, in order."""
+        """A bounded stream of the given elements, read by one subtask, in order.
+
+        >>> from runtime import Types
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> words = env.from_collection(["a", "b"], type_info=Types.STRING())
+        >>> words.get_name(), words.get_type()
+        ('Collection Source', STRING)
+        """
         return self.from_source(CollectionSource(list(collection)), "Collection Source", type_info)
 
     def from_sequence(self, start: int, end: int, columnar: bool = False) -> DataStream:
         """The integers ``start..end`` inclusive, read in parallel.
 
         ``columnar=True`` makes a columnar stream: Arrow batches with one ``int64`` column, ``value``.
+
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_sequence(1, 10).get_type(), env.from_sequence(1, 10, columnar=True).get_schema().names
+        (LONG, ['value'])
         """
         from runtime.types import Types
 
@@ -151,9 +217,19 @@ class StreamExecutionEnvironment:
     # -- running --------------------------------------------------------------------------------------
 
     def get_job_graph(self, job_name: str = "chandy job"):
-        """Compile (and validate) the declared job without running it."""
-        return compile_job_graph(self._transformations, job_name, self._parallelism, self._max_parallelism,
-                                 self._buffer_timeout_ms, self._batch_size)
+        """Compile (and validate) the declared job without running it.
+
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> _ = env.from_collection([1, 2]).map(str).print()
+        >>> graph = env.get_job_graph("job")
+        >>> graph.job_name, [node.name for node in graph.operators]
+        ('job', ['Collection Source', 'Map', 'Print to Std. Out'])
+        """
+        return self._compile(job_name, self._max_parallelism)
+
+    def _compile(self, job_name: str, max_parallelism: int | None, checkpointing: CheckpointSettings | None = None):
+        return compile_job_graph(self._transformations, job_name, self._parallelism, max_parallelism,
+                                 self._buffer_timeout_ms, self._batch_size, checkpointing, self._state_backend)
 
     def execute_async(self, job_name: str | None = None, restore_from: int | str | None = None) -> JobClient:
         """Launch the declared job and return at once with a :class:`JobClient`.
@@ -161,11 +237,11 @@ class StreamExecutionEnvironment:
         ``restore_from``: a checkpoint id of this job, ``"latest"``, or the path or URL of a ``chk-<n>``
         directory (another job's too). Without it, the Spark conf ``spark.chandy.restoreFrom`` is used.
         """
-        from runtime.driver.job import JobRun
+        from runtime.driver.job import JobMaster
 
         job_name = job_name or "chandy job"
         config = self._checkpoint_config
-        graph = self.get_job_graph(job_name)  # validate before anything starts: bad graphs fail fast
+        graph = self._compile(job_name, self._max_parallelism)  # validate first: bad graphs fail fast
         # The SparkSession is needed first: under spark-submit, it carries spark.chandy.restoreFrom.
         spark = self._spark or obtain_spark_session(graph.slots)
         if restore_from is None:
@@ -176,17 +252,15 @@ class StreamExecutionEnvironment:
         restore = resolve_restore(storage, restore_from) if restore_from not in (None, "") else None
         max_parallelism = self._max_parallelism
         if max_parallelism is None and restore is not None:
-            max_parallelism = restore[1]["max_parallelism"]  # the checkpoint's key groups, as Flink does
-        if max_parallelism != graph.max_parallelism and max_parallelism is not None:
-            graph = compile_job_graph(self._transformations, job_name, self._parallelism, max_parallelism,
-                                      self._buffer_timeout_ms, self._batch_size)
-        if restore is not None:
-            check_compatible(restore[1], graph)
-        coordinator = None
+            max_parallelism = restore.checkpoint.max_parallelism  # the checkpoint's key groups, as Flink does
+        checkpointing = None
         if config.is_checkpointing_enabled():
-            graph.checkpointing = CheckpointSettings(config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE,
-                                                     storage)
-            coordinator = CheckpointCoordinator(config, storage, graph)
+            checkpointing = CheckpointSettings(config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE,
+                                               storage)
+        graph = self._compile(job_name, max_parallelism, checkpointing)
+        if restore is not None:
+            check_compatible(restore.checkpoint, graph)
+        coordinator = CheckpointCoordinator(config, storage, graph) if checkpointing is not None else None
         self._transformations = []
         require_slots(spark, graph.slots)
         sinks = {node.uid: node.operator.sink for node in graph.operators
@@ -200,9 +274,9 @@ class StreamExecutionEnvironment:
         if len(names) != len(set(names)):
             raise JobGraphError(f"Two CollectSinks share a name ({sorted(n for n in names if names.count(n) > 1)}): "
                                 "results are looked up by name, so give each its own.")
-        run = JobRun(graph, spark, sinks, self.get_restart_strategy(), coordinator, restore)
-        run.start()
-        return JobClient(run)
+        master = JobMaster(graph, spark, sinks, self.get_restart_strategy(), coordinator, restore)
+        master.start()
+        return JobClient(master)
 
     def execute(self, job_name: str | None = None, restore_from: int | str | None = None) -> JobResult:
         """Run the declared job to its end; returns a :class:`JobResult` or raises why it failed.

@@ -1,8 +1,9 @@
 """The driver's end of the control protocol for one job attempt.
 
-Tasks connect and ``Register``; when every slot has registered the server answers all of them with the
-full address map (the rendezvous). Afterwards it forwards what tasks report (``TaskFailed``,
-``TaskFinished``, a lost connection) to the job's event queue, and broadcasts ``Cancel``.
+Slots connect and ``Register``; when every slot has registered the server answers all of them with the
+full address map (the rendezvous). Afterwards it delivers what slots say: checkpoint messages straight to
+the checkpoint coordinator's inbox, everything else (``SlotFailed``, ``SlotFinished``, a lost connection) to
+the job master's event queue; and it broadcasts what the driver says to every slot.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import threading
 import time
 from dataclasses import dataclass
 
+from runtime.ids import Attempt, SlotIndex
 from runtime.network.acceptor import Acceptor
-from runtime.protocol.messages import Addresses, Message, Register, TaskFinished
+from runtime.protocol.messages import Addresses, CheckpointMessage, Message, Register, SlotFinished
 from runtime.protocol.wire import ConnectionClosed, MessageSocket
 
 __all__ = ["ControlServer", "SlotDisconnected"]
@@ -25,17 +27,19 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SlotDisconnected:
-    """A task's control connection closed before it reported finishing."""
+    """A slot's control connection closed before it reported finishing."""
 
-    attempt: int
-    slot: int
+    attempt: Attempt
+    slot: SlotIndex
 
 
 class ControlServer:
-    def __init__(self, host: str, attempt: int, slots: int, events: queue.Queue):
+    def __init__(self, host: str, attempt: Attempt, slots: int, events: queue.Queue,
+                 checkpoint_inbox: queue.Queue | None = None):
         self.attempt = attempt
         self.slots = slots
         self.events = events
+        self.checkpoint_inbox = checkpoint_inbox
         self.registrations: dict[int, Register] = {}
         self._sockets: dict[int, MessageSocket] = {}
         self._finished: set[int] = set()
@@ -59,8 +63,11 @@ class ControlServer:
                 if isinstance(message, Register):
                     slot = message.slot
                     self._register(message, conn)
+                elif isinstance(message, CheckpointMessage):
+                    if self.checkpoint_inbox is not None:  # None: checkpointing is off, nobody listens
+                        self.checkpoint_inbox.put(message)
                 else:
-                    if isinstance(message, TaskFinished):
+                    if isinstance(message, SlotFinished):
                         with self._lock:
                             self._finished.add(message.slot)
                     self.events.put(message)
@@ -85,11 +92,11 @@ class ControlServer:
 
     @property
     def all_registered(self) -> bool:
-        """Every slot registered: messages broadcast from now on reach every task."""
+        """Every slot registered: messages broadcast from now on reach every slot."""
         return len(self.registrations) == self.slots
 
     def wait_until_all_disconnected(self, timeout: float) -> bool:
-        """Wait for every task's connection to close: tasks close it last, after all their other sockets."""
+        """Wait for every slot's connection to close: slots close it last, after all their other sockets."""
         deadline = time.monotonic() + timeout
         for thread in list(self._acceptor.threads):
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -102,7 +109,7 @@ class ControlServer:
             try:
                 conn.send(message)
             except OSError:
-                pass  # that task is gone already; its loss is reported by its serving thread
+                pass  # that slot is gone already; its loss is reported by its serving thread
 
     def close(self) -> None:
         self._acceptor.close()

@@ -1,37 +1,75 @@
 """The driver's checkpoint coordinator: trigger, collect acknowledgements, commit, notify, clean up.
 
-Runs on the job master's thread (no locks): the master feeds it the tasks' messages and calls ``tick``
-when ``next_wakeup`` says. Decisions come from :mod:`runtime.protocol.checkpoints`; this class carries
-them out. A checkpoint exists once its ``_metadata`` is written, which happens only after every task has
-acknowledged; then tasks are told ``NotifyCheckpointComplete``, and checkpoints beyond the retained
-number are deleted.
+:class:`CheckpointCoordinator` holds the protocol's state and carries out what
+:mod:`runtime.protocol.checkpoints` decides; every public method takes its lock, so the job master (attempt
+boundaries) and the coordinator's own thread (messages, timers) never interleave inside it.
+:class:`CoordinatorLoop` is that thread: the control server puts every :class:`CheckpointMessage` straight
+into its inbox, it wakes for the next trigger or timeout, and it reports a checkpoint failure the job cannot
+tolerate to the job master through a callback.
+
+A checkpoint exists once its ``_metadata`` is written, which happens only after every chain subtask has
+acknowledged; then the slots are told ``NotifyCheckpointComplete``, and checkpoints beyond the retained
+number are deleted. Acknowledgements that arrive for an aborted checkpoint, or from a subtask the
+checkpoint did not expect, have their state files discarded.
+
+>>> from runtime import StreamExecutionEnvironment
+>>> from operators import DiscardingSink
+>>> env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+>>> _ = env.from_sequence(0, 9).sink_to(DiscardingSink())
+>>> class Slots:  # the control server's part: who is there, and what was broadcast to them
+...     all_registered, sent = True, []
+...     def broadcast(self, message): self.sent.append(message)
+>>> now = [0.0]
+>>> coordinator = CheckpointCoordinator(CheckpointConfig().set_checkpoint_interval(1000),
+...     CheckpointStorage("memory://coordinator-doc", "job"), env.get_job_graph("job"), clock=lambda: now[0])
+>>> coordinator.start_attempt(0, Slots()); now[0] = 1.0; coordinator.tick()
+>>> Slots.sent
+[TriggerCheckpoint(attempt=0, checkpoint_id=1)]
+>>> for subtask in (0, 1):
+...     coordinator.on_message(AcknowledgeCheckpoint(0, 1, chain=0, subtask=subtask))
+>>> Slots.sent[-1], coordinator.completed_checkpoints()
+(NotifyCheckpointComplete(attempt=0, checkpoint_id=1), [1])
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
+import queue
+import threading
 import time
+from typing import Callable
 
 from runtime.checkpoint_config import CheckpointConfig
-from runtime.protocol.checkpoints import PendingCheckpoint, Stats, TaskAck, TaskId, should_trigger, source_offsets
-from runtime.errors import JobFailedError
+from runtime.errors import JobFailedError, StorageUnreachableError
 from runtime.graph.job_graph import JobGraph
+from runtime.ids import Attempt, CheckpointId
+from runtime.protocol.checkpoints import (
+    AckResult,
+    CheckpointStats,
+    CompletedCheckpoint,
+    PendingCheckpoint,
+    SubtaskAck,
+    SubtaskId,
+    should_trigger,
+)
 from runtime.protocol.messages import (
     AcknowledgeCheckpoint,
+    CheckpointMessage,
     DeclineCheckpoint,
+    DeclineKind,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
     SubtaskFinished,
     TriggerCheckpoint,
 )
-from state_backends.storage import CheckpointStorage
+from state_backends.storage import CheckpointStatus, CheckpointStorage
 
-__all__ = ["CheckpointCoordinator"]
+__all__ = ["CheckpointCoordinator", "CoordinatorLoop"]
 
 log = logging.getLogger(__name__)
 
-METADATA_FORMAT = 1
+# Aborted checkpoints remembered so that their late acknowledgements are recognised (and their files removed).
+_ABORTED_REMEMBERED = 64
 
 
 class CheckpointCoordinator:
@@ -42,114 +80,176 @@ class CheckpointCoordinator:
         self.graph = graph
         self.clock = clock
         self.wall_clock = wall_clock
+        self._lock = threading.Lock()
         self.next_id = storage.next_checkpoint_id()
-        self.tasks = frozenset(TaskId(c.index, s) for c in graph.chains for s in range(c.parallelism))
-        self.completed_ids: list[int] = []  # completed by this execution, oldest first
-        self.stats: list[Stats] = []
-        self.pending: dict[int, PendingCheckpoint] = {}
+        self.subtasks = frozenset(SubtaskId(c.index, s) for c in graph.chains for s in range(c.parallelism))
+        self.completed_ids: list[CheckpointId] = []  # completed by this execution, oldest first
+        self.stats: list[CheckpointStats] = []
+        self.pending: dict[CheckpointId, PendingCheckpoint] = {}
+        self.aborted: dict[CheckpointId, PendingCheckpoint] = {}
         self.consecutive_failures = 0
         self.last_trigger_ms: float | None = None
         self.last_completion_ms: float | None = None
-        self.attempt = -1
+        self.attempt: Attempt | None = None  # None: no attempt running, nothing is triggered
         self.control = None
-        self.finished_tasks: set[TaskId] = set()
+        self.finished_subtasks: set[SubtaskId] = set()
 
     def _now_ms(self) -> float:
         return self.clock() * 1000.0
 
-    def start_attempt(self, attempt: int, control) -> None:
+    # -- the job master's side ------------------------------------------------------------------------
+
+    def start_attempt(self, attempt: Attempt, control) -> None:
         """A new attempt: checkpoints pending in the old one can never complete."""
-        for checkpoint_id in list(self.pending):
-            self._abort(checkpoint_id, "the job restarted", count_failure=False)
-        self.attempt = attempt
-        self.control = control
-        self.finished_tasks = set()
-        self.last_trigger_ms = self._now_ms()  # first checkpoint one interval after the start
+        with self._lock:
+            self._abort_all("the job restarted")
+            self.attempt = attempt
+            self.control = control
+            self.finished_subtasks = set()
+            self.last_trigger_ms = self._now_ms()  # first checkpoint one interval after the start
+
+    def end_attempt(self, reason: str) -> None:
+        """The attempt is over (failed, cancelled): abort what is pending, trigger nothing more."""
+        with self._lock:
+            self._abort_all(reason)
+            self.attempt = None
+
+    def completed_checkpoints(self) -> list[CheckpointId]:
+        """Ids this execution completed, oldest first."""
+        with self._lock:
+            return list(self.completed_ids)
+
+    def checkpoint_stats(self) -> list[CheckpointStats]:
+        with self._lock:
+            return list(self.stats)
+
+    def finish(self) -> None:
+        """The job ended: remove directories of checkpoints that never completed (slots wrote them late)."""
+        with self._lock:
+            self._abort_all("the job finished")
+            self.attempt = None
+            try:
+                first_own = min(self.completed_ids) if self.completed_ids else None
+                for stored in self.storage.survey():
+                    if stored.status is CheckpointStatus.INCOMPLETE and (
+                            first_own is None or stored.checkpoint_id >= first_own):
+                        self.storage.delete_checkpoint(stored.checkpoint_id)
+            except Exception:  # best effort: an incomplete directory is never restored anyway
+                log.debug("could not clean up incomplete checkpoints", exc_info=True)
 
     # -- time ----------------------------------------------------------------------------------------
 
     def next_wakeup(self) -> float:
         """Seconds until the coordinator has something to do (trigger or time out)."""
-        now = self._now_ms()
-        waits = [self.config.interval_ms - (now - (self.last_trigger_ms or now))]
-        for pending in self.pending.values():
-            waits.append(self.config.timeout_ms - (now - pending.triggered_ms))
-        return max(0.001, min(waits) / 1000.0)
+        with self._lock:
+            if self.attempt is None:
+                return 1.0
+            now = self._now_ms()
+            waits = [self.config.interval_ms - (now - (self.last_trigger_ms or now))]
+            for pending in self.pending.values():
+                waits.append(self.config.timeout_ms - (now - pending.triggered_ms))
+            return max(0.001, min(waits) / 1000.0)
 
     def tick(self) -> JobFailedError | None:
-        now = self._now_ms()
-        failure = None
-        for checkpoint_id, pending in list(self.pending.items()):
-            if pending.timed_out(now, self.config.timeout_ms):
-                failure = self._abort(checkpoint_id, f"not acknowledged within {self.config.timeout_ms:.0f} ms")
-        if should_trigger(now, self.config.interval_ms, self.last_trigger_ms, self.last_completion_ms,
-                          self.config.min_pause_ms, len(self.pending), self.config.max_concurrent,
-                          all_tasks_running=self.control.all_registered and not self.finished_tasks):
-            self._trigger(now)
-        return failure
+        """Time out overdue checkpoints and trigger the next one when it is due."""
+        with self._lock:
+            if self.attempt is None:
+                return None
+            now = self._now_ms()
+            failure = None
+            for checkpoint_id, pending in list(self.pending.items()):
+                if pending.timed_out(now, self.config.timeout_ms):
+                    missing = sorted(pending.expected - set(pending.acks))
+                    failure = self._abort(checkpoint_id, f"not acknowledged within {self.config.timeout_ms:.0f} ms "
+                                                         f"by {self._describe_subtasks(missing)}") or failure
+            if should_trigger(now, self.config.interval_ms, self.last_trigger_ms, self.last_completion_ms,
+                              self.config.min_pause_ms, len(self.pending), self.config.max_concurrent,
+                              all_subtasks_running=self.control.all_registered and not self.finished_subtasks):
+                self._trigger(now)
+            return failure
 
-    # -- messages from tasks -------------------------------------------------------------------------
+    # -- messages from slots -------------------------------------------------------------------------
 
-    def on_message(self, message) -> JobFailedError | None:
-        if isinstance(message, AcknowledgeCheckpoint):
-            return self._on_ack(message)
-        if isinstance(message, DeclineCheckpoint):
-            finished = "finished" in message.reason
-            return self._abort(message.checkpoint_id, f"task {message.chain}.{message.subtask} declined: "
-                                                      f"{message.reason}", count_failure=not finished)
-        if isinstance(message, SubtaskFinished):
-            log.info("task %d.%d finished; no more checkpoints in this attempt", message.chain, message.subtask)
-            self.finished_tasks.add(TaskId(message.chain, message.subtask))
-            for checkpoint_id in list(self.pending):
-                self._abort(checkpoint_id, "a task finished before acknowledging", count_failure=False)
-        return None
+    def on_message(self, message: CheckpointMessage) -> JobFailedError | None:
+        with self._lock:
+            if self.attempt is None or message.attempt != self.attempt:
+                if isinstance(message, AcknowledgeCheckpoint):  # of an attempt that is over: never needed
+                    self._discard_state(message, AckResult.DISCARDED)
+                return None
+            if isinstance(message, AcknowledgeCheckpoint):
+                return self._on_ack(message)
+            if isinstance(message, DeclineCheckpoint):
+                return self._on_decline(message)
+            if isinstance(message, SubtaskFinished):
+                log.info("%s finished; no more checkpoints in this attempt",
+                         self._describe_subtasks([SubtaskId(message.chain, message.subtask)]))
+                self.finished_subtasks.add(SubtaskId(message.chain, message.subtask))
+                for checkpoint_id in list(self.pending):
+                    self._abort(checkpoint_id, "a subtask finished before acknowledging", count_failure=False)
+            return None
+
+    # -- carrying decisions out (lock held) ----------------------------------------------------------
+
+    def _describe_subtasks(self, subtasks) -> str:
+        return "; ".join(f"subtask {s.subtask} of {self.graph.chains[s.chain].describe()}" for s in subtasks)
 
     def _trigger(self, now: float) -> None:
         checkpoint_id = self.next_id
-        self.next_id += 1
+        self.next_id = CheckpointId(self.next_id + 1)
         self.last_trigger_ms = now
-        self.pending[checkpoint_id] = PendingCheckpoint(checkpoint_id, now, self.tasks)
+        self.pending[checkpoint_id] = PendingCheckpoint(checkpoint_id, now, self.subtasks)
         log.debug("triggering checkpoint %d", checkpoint_id)
         self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id))
 
     def _on_ack(self, message: AcknowledgeCheckpoint) -> JobFailedError | None:
-        pending = self.pending.get(message.checkpoint_id)
-        if pending is None:
-            return None  # aborted meanwhile; its directory is (being) removed
-        ack = TaskAck(TaskId(message.chain, message.subtask), message.files, message.sync_ms, message.async_ms,
-                      message.alignment_ms, message.source_offsets)
-        if pending.acknowledge(ack):
-            return self._commit(pending)
+        pending = self.pending.get(message.checkpoint_id) or self.aborted.get(message.checkpoint_id)
+        ack = SubtaskAck(SubtaskId(message.chain, message.subtask), tuple(message.state), message.sync_ms,
+                         message.async_ms, message.alignment_ms, dict(message.source_positions))
+        result = pending.acknowledge(ack) if pending is not None else AckResult.DISCARDED
+        if result is AckResult.SUCCESS:
+            return self._commit(pending) if pending.is_complete else None
+        if result is AckResult.DUPLICATE:
+            log.warning("checkpoint %d: duplicate acknowledgement from %s ignored", message.checkpoint_id,
+                        self._describe_subtasks([ack.subtask]))
+        else:
+            self._discard_state(message, result)
         return None
 
-    # -- outcomes ------------------------------------------------------------------------------------
+    def _discard_state(self, message: AcknowledgeCheckpoint, result: AckResult) -> None:
+        if message.checkpoint_id in self.completed_ids:  # never touch the files of a committed checkpoint
+            return
+        log.debug("checkpoint %d: %s acknowledgement, discarding its %d state file(s)", message.checkpoint_id,
+                  result.value, len(message.state))
+        try:
+            self.storage.discard_state(message.checkpoint_id, message.state)
+        except Exception:  # files no checkpoint references are never restored; retention removes them later
+            log.debug("could not discard state of checkpoint %d", message.checkpoint_id, exc_info=True)
+
+    def _on_decline(self, message: DeclineCheckpoint) -> JobFailedError | None:
+        who = self._describe_subtasks([SubtaskId(message.chain, message.subtask)])
+        reason = f"{who} declined: {message.reason}"
+        if message.kind is DeclineKind.FATAL:
+            failure = self._abort(message.checkpoint_id, reason, count_failure=False)
+            return failure or JobFailedError(
+                f"Job '{self.graph.job_name}': checkpoint {message.checkpoint_id} failed: {reason}. Every later "
+                "checkpoint would fail the same way, so the job was not restarted.", retryable=False)
+        return self._abort(message.checkpoint_id, reason, count_failure=message.kind is DeclineKind.FAILED)
 
     def _commit(self, pending: PendingCheckpoint) -> JobFailedError | None:
         checkpoint_id = pending.checkpoint_id
         del self.pending[checkpoint_id]
         now = self._now_ms()
-        stats = dataclasses.replace(pending.stats(now), completed_at=round(self.wall_clock(), 3))
-        operators = {}
-        for chain in self.graph.chains:
-            for node in chain.operators:
-                operators[node.uid] = {"name": node.name, "parallelism": node.parallelism, "files": []}
-        for ack in pending.acks.values():
-            for info in ack.files:
-                operators[info.uid]["files"].append(CheckpointStorage.file_entry(info))
-        metadata = {
-            "format": METADATA_FORMAT,
-            "checkpoint_id": checkpoint_id,
-            "job_name": self.graph.job_name,
-            "timestamp_ms": int(self.wall_clock() * 1000),
-            "attempt": self.attempt,
-            "max_parallelism": self.graph.max_parallelism,
-            "operators": operators,
-            "source_offsets": source_offsets(pending.acks.values()),
-            "stats": dataclasses.asdict(stats),
-        }
+        stats = pending.stats(now, completed_at=round(self.wall_clock(), 3))
+        operators = [(node.uid, node.name, node.parallelism) for node in self.graph.operators]
+        checkpoint = CompletedCheckpoint.from_acks(pending, self.graph.job_name, operators,
+                                                   self.graph.max_parallelism, self.attempt,
+                                                   int(self.wall_clock() * 1000), stats)
         try:
-            self.storage.write_metadata(checkpoint_id, metadata)
+            self.storage.write_metadata(checkpoint)
         except Exception as exc:  # the commit marker could not be written: this checkpoint failed
+            self.aborted[checkpoint_id] = pending
+            pending.discard()
+            self._forget_old_aborts()
             return self._fail(checkpoint_id, f"writing _metadata failed: {type(exc).__name__}: {exc}")
         self.completed_ids.append(checkpoint_id)
         self.stats.append(stats)
@@ -162,37 +262,42 @@ class CheckpointCoordinator:
         return None
 
     def _apply_retention(self) -> None:
+        """Delete only what is known to be superseded: completed checkpoints beyond the retained number, and
+        directories without ``_metadata`` older than the newest completed one. A checkpoint whose metadata
+        cannot be read (unreachable storage, unparsable file) is never deleted."""
         try:
-            completed = [m["checkpoint_id"] for m in self.storage.completed() if not m.get("savepoint")]
-            keep = set(completed[-self.config.retained:])
-            newest = completed[-1] if completed else 0
-            for checkpoint_id in self.storage.checkpoint_ids():
-                obsolete = checkpoint_id in completed and checkpoint_id not in keep
-                abandoned = checkpoint_id not in completed and checkpoint_id < newest and \
-                    checkpoint_id not in self.pending
-                if obsolete or abandoned:
-                    self.storage.delete_checkpoint(checkpoint_id)
-        except Exception:  # cleanup is best effort; the next commit tries again
-            log.warning("could not delete old checkpoints", exc_info=True)
+            stored = self.storage.survey()
+        except StorageUnreachableError as exc:
+            log.warning("not deleting old checkpoints now: %s", exc)
+            return
+        completed = [s.checkpoint_id for s in stored if s.status is CheckpointStatus.COMPLETED]
+        keep = set(completed[-self.config.retained:])
+        newest = completed[-1] if completed else 0
+        for entry in stored:
+            superseded = entry.status is CheckpointStatus.COMPLETED and entry.checkpoint_id not in keep
+            abandoned = (entry.status is CheckpointStatus.INCOMPLETE and entry.checkpoint_id < newest
+                         and entry.checkpoint_id not in self.pending)
+            if superseded or abandoned:
+                try:
+                    self.storage.delete_checkpoint(entry.checkpoint_id)
+                except StorageUnreachableError as exc:  # cleanup is best effort; the next commit tries again
+                    log.warning("could not delete checkpoint %d: %s", entry.checkpoint_id, exc)
+                    return
 
-    def finish(self) -> None:
-        """The job ended: remove directories of checkpoints that never completed (tasks wrote them late)."""
+    def _abort_all(self, reason: str) -> None:
         for checkpoint_id in list(self.pending):
-            self._abort(checkpoint_id, "the job finished", count_failure=False)
-        try:
-            completed = {m["checkpoint_id"] for m in self.storage.completed()}
-            for checkpoint_id in self.storage.checkpoint_ids():
-                if checkpoint_id not in completed and checkpoint_id >= min(self.completed_ids or [checkpoint_id]):
-                    self.storage.delete_checkpoint(checkpoint_id)
-        except Exception:  # best effort: an incomplete directory is never restored anyway
-            log.debug("could not clean up incomplete checkpoints", exc_info=True)
+            self._abort(checkpoint_id, reason, count_failure=False)
 
-    def _abort(self, checkpoint_id: int, reason: str, count_failure: bool = True) -> JobFailedError | None:
-        if self.pending.pop(checkpoint_id, None) is None:
+    def _abort(self, checkpoint_id: CheckpointId, reason: str, count_failure: bool = True) -> JobFailedError | None:
+        pending = self.pending.pop(checkpoint_id, None)
+        if pending is None:
             return None
+        pending.discard()
+        self.aborted[checkpoint_id] = pending
+        self._forget_old_aborts()
         # Expected aborts (the input ended mid-checkpoint) are not the user's concern; failures are.
         log.log(logging.WARNING if count_failure else logging.INFO, "checkpoint %d aborted: %s", checkpoint_id, reason)
-        if self.control is not None:
+        if self.control is not None and self.attempt is not None:
             self.control.broadcast(NotifyCheckpointAborted(self.attempt, checkpoint_id))
         try:
             self.storage.delete_checkpoint(checkpoint_id)
@@ -202,7 +307,11 @@ class CheckpointCoordinator:
             return None
         return self._fail(checkpoint_id, reason)
 
-    def _fail(self, checkpoint_id: int, reason: str) -> JobFailedError | None:
+    def _forget_old_aborts(self) -> None:
+        while len(self.aborted) > _ABORTED_REMEMBERED:
+            del self.aborted[min(self.aborted)]
+
+    def _fail(self, checkpoint_id: CheckpointId, reason: str) -> JobFailedError | None:
         self.consecutive_failures += 1
         if self.consecutive_failures > self.config.tolerable_failures:
             return JobFailedError(
@@ -210,3 +319,44 @@ class CheckpointCoordinator:
                 f"{self.consecutive_failures} consecutive checkpoint failure(s), more than the "
                 f"{self.config.tolerable_failures} tolerated (set_tolerable_checkpoint_failure_number).")
         return None
+
+
+_STOP = object()
+
+
+class CoordinatorLoop:
+    """The coordinator's thread: its inbox receives checkpoint messages from the control server; it also
+    wakes when a checkpoint is due or overdue. ``on_failure(attempt, error)`` tells the job master about a
+    checkpoint failure the job cannot tolerate."""
+
+    def __init__(self, coordinator: CheckpointCoordinator,
+                 on_failure: Callable[[Attempt, JobFailedError], None]):
+        self.coordinator = coordinator
+        self.on_failure = on_failure
+        self.inbox: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="chandy-checkpoint-coordinator", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        coordinator = self.coordinator
+        while True:
+            try:
+                message = self.inbox.get(timeout=coordinator.next_wakeup())
+            except queue.Empty:
+                message = None
+            if message is _STOP:
+                return
+            attempt = coordinator.attempt
+            try:
+                failure = coordinator.on_message(message) if message is not None else None
+                failure = coordinator.tick() or failure
+            except Exception as exc:  # a bug of ours must still end the job visibly
+                log.exception("checkpoint coordinator failed")
+                failure = JobFailedError(f"Job '{coordinator.graph.job_name}': the checkpoint coordinator failed: "
+                                         f"{type(exc).__name__}: {exc}")
+            if failure is not None and attempt is not None:
+                self.on_failure(attempt, failure)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.inbox.put(_STOP)
+        self._thread.join(timeout)

@@ -1,11 +1,14 @@
-"""The driver's side of one job: attempts, restarts, checkpoints, and how the job ends.
+"""The job master: the driver's side of one job's attempts, restarts and ending.
 
-Lifecycle: CREATED -> RUNNING -> (RESTARTING -> RUNNING)* -> FINISHED | FAILED | CANCELLING -> CANCELED.
-A job master thread owns everything: it launches an attempt (one barrier stage), then handles events from
-one queue (task reports via the control server, the stage's outcome, cancel requests) and the checkpoint
-coordinator's timer. When an attempt fails and the restart strategy allows, the next attempt restores the
-newest checkpoint of this execution whose files are all present (else an older one, else the checkpoint
-the job was started from, else nothing).
+One thread owns the job. It launches an attempt (one barrier stage), then handles the events of one queue,
+each by the handler its type names: what slots report through the control server (a failure, a lost
+connection), the stage's outcome, a cancel request, and a checkpoint failure the coordinator could not
+tolerate. Checkpoint messages never pass through here: the control server hands them to the checkpoint
+coordinator's own thread. The job's status changes only through :class:`~runtime.driver.lifecycle.JobLifecycle`.
+
+When an attempt fails, :func:`~runtime.driver.failure_diagnosis.decide_restart` says whether a restart can
+help; the next attempt restores the newest checkpoint of this execution whose files are all present (else an
+older one, else the checkpoint the job was started from, else nothing).
 """
 
 from __future__ import annotations
@@ -16,30 +19,33 @@ import queue
 import threading
 import time
 import uuid
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import cloudpickle
 
 from operators.sinks import CollectSink
 from runtime.checkpoint_config import RestartStrategy
-from runtime.driver.coordinator import CheckpointCoordinator
 from runtime.driver.control_server import ControlServer, SlotDisconnected
-from runtime.errors import CorruptCheckpointError, JobCancelledError, JobFailedError
-from runtime.driver.failure_diagnosis import FailureEvidence, diagnose
-from runtime.graph.job_graph import JobGraph
+from runtime.driver.coordinator import CheckpointCoordinator, CoordinatorLoop
+from runtime.driver.failure_diagnosis import Diagnosis, FailureEvidence, decide_restart, diagnose
 from runtime.driver.launcher import BarrierStage, StageCompleted, StageFailed
-from runtime.protocol.messages import (
-    AcknowledgeCheckpoint,
-    Cancel,
-    DeclineCheckpoint,
-    SubtaskFinished,
-    TaskFailed,
-)
-from runtime.driver.restore_plan import plan_restore
+from runtime.driver.lifecycle import JobLifecycle
+from runtime.driver.restore_plan import RestorePoint, plan_restore
 from runtime.driver.result import JobResult, JobStatus
+from runtime.errors import (
+    CorruptCheckpointError,
+    JobCancelledError,
+    JobFailedError,
+    ProtocolError,
+    StorageUnreachableError,
+)
 from runtime.executor.entry import barrier_task
+from runtime.graph.job_graph import JobGraph
+from runtime.ids import Attempt
+from runtime.protocol.messages import Cancel, FailurePhase, SlotFailed
 
-__all__ = ["JobRun"]
+__all__ = ["JobMaster", "CancelRequested", "CheckpointFailure"]
 
 log = logging.getLogger(__name__)
 
@@ -48,30 +54,38 @@ log = logging.getLogger(__name__)
 FAILURE_GRACE_S = 1.0
 # How long to wait for the Spark stage to end after cancelling it.
 STAGE_STOP_TIMEOUT_S = 60.0
-_CHECKPOINT_MESSAGES = (AcknowledgeCheckpoint, DeclineCheckpoint, SubtaskFinished)
 
 
-class _CancelRequested:
-    pass
+@dataclass(frozen=True)
+class CancelRequested:
+    """The user called ``JobClient.cancel()``."""
+
+
+@dataclass(frozen=True)
+class CheckpointFailure:
+    """The coordinator gave up: more checkpoint failures in a row than tolerated, or one that would repeat."""
+
+    attempt: Attempt
+    error: JobFailedError
 
 
 def _driver_host(spark) -> str:
     return spark.sparkContext.getConf().get("spark.driver.host", "127.0.0.1")
 
 
-class JobRun:
+class JobMaster:
     def __init__(self, graph: JobGraph, spark, sinks: dict[str, Any], restart: RestartStrategy,
-                 coordinator: CheckpointCoordinator | None = None, restore: tuple | None = None):
+                 coordinator: CheckpointCoordinator | None = None, restore: RestorePoint | None = None):
         self.graph = graph
         self.spark = spark
         self.sinks = sinks  # sink uid -> the user's Sink object (driver side)
         self.restart = restart
         self.coordinator = coordinator
-        self.initial_restore = restore  # (storage, validated metadata) or None
+        self.initial_restore = restore
         self.job_id = uuid.uuid4().hex
-        self.status = JobStatus.CREATED
+        self.lifecycle = JobLifecycle(graph.job_name)
         self.events: queue.Queue = queue.Queue()
-        self.attempt = 0
+        self.attempt = Attempt(0)
         self.restarts = 0
         self.restored_from: list[int | None] = []
         self._outcome: JobResult | BaseException | None = None
@@ -80,6 +94,19 @@ class JobRun:
         self._payload = cloudpickle.dumps(graph)
         self.registered_pids: list[int] = []
         self.data_addresses: list[tuple[str, int]] = []
+        self.coordinator_loop: CoordinatorLoop | None = None
+        self._handlers: dict[type, Callable[[Any], Any]] = {
+            StageCompleted: lambda event: self._finish(event.results),
+            SlotFailed: self._attempt_failed,
+            StageFailed: self._attempt_failed,
+            SlotDisconnected: self._attempt_failed,
+            CheckpointFailure: self._checkpoint_failed,
+            CancelRequested: lambda event: self._cancel(),
+        }
+
+    @property
+    def status(self) -> JobStatus:
+        return self.lifecycle.status
 
     # -- the user's side -----------------------------------------------------------------------------
 
@@ -91,7 +118,7 @@ class JobRun:
         self._master.start()
 
     def cancel(self) -> None:
-        self.events.put(_CancelRequested())
+        self.events.put(CancelRequested())
         self._done.wait()
 
     def wait(self, timeout: float | None = None) -> JobResult:
@@ -104,101 +131,120 @@ class JobRun:
     # -- the master thread ---------------------------------------------------------------------------
 
     def _run_master(self) -> None:
+        if self.coordinator is not None:
+            self.coordinator_loop = CoordinatorLoop(
+                self.coordinator, lambda attempt, error: self.events.put(CheckpointFailure(attempt, error)))
         try:
             self._outcome = self._run_attempts()
         except BaseException as exc:  # a bug of ours must still end the job visibly
             log.exception("job master failed")
-            self.status = JobStatus.FAILED
+            try:
+                self.lifecycle.transition(JobStatus.FAILED, f"{type(exc).__name__}: {exc}")
+            except ProtocolError:
+                pass
             self._outcome = exc
         finally:
+            if self.coordinator_loop is not None:
+                self.coordinator_loop.stop()
             self._done.set()
 
     def _run_attempts(self):
         restore = self.initial_restore
+        previous: Diagnosis | None = None
         while True:
             outcome = self._run_attempt(restore)
-            if not isinstance(outcome, JobFailedError):
+            if not isinstance(outcome, Diagnosis):
                 return outcome
-            if self.restarts >= self.restart.max_attempts:
-                if self.restarts:
-                    outcome.args = (f"{outcome.args[0]}\n(after {self.restarts} restart(s); the restart strategy "
-                                    f"allows {self.restart.max_attempts})",)
-                self.status = JobStatus.FAILED
-                return outcome
-            self.restarts += 1
-            self.status = JobStatus.RESTARTING
-            log.warning("Job '%s' attempt %d failed, restarting in %.0f ms (restart %d of %d): %s",
-                        self.graph.job_name, self.attempt, self.restart.delay_ms, self.restarts,
-                        self.restart.max_attempts, str(outcome).splitlines()[0])
-            if self._cancelled_while_waiting(self.restart.delay_ms / 1000.0):
-                self.status = JobStatus.CANCELED
-                return JobCancelledError(f"Job '{self.graph.job_name}' ({self.job_id}) was cancelled")
-            restore = self._choose_restore()
-            self.attempt += 1
+            while True:  # a restart, once a restore point could be chosen
+                decision = decide_restart(outcome, previous, self.restarts, self.restart.max_attempts)
+                if not decision.restart:
+                    error = outcome.error.with_note(decision.reason) if decision.reason else outcome.error
+                    self.lifecycle.transition(JobStatus.FAILED, str(error.message).splitlines()[0])
+                    return error
+                previous = outcome
+                self.restarts += 1
+                if self.lifecycle.status is not JobStatus.RESTARTING:
+                    self.lifecycle.transition(JobStatus.RESTARTING, f"attempt {self.attempt} failed")
+                log.warning("Job '%s' attempt %d failed, restarting in %.0f ms (restart %d of %d): %s",
+                            self.graph.job_name, self.attempt, self.restart.delay_ms, self.restarts,
+                            self.restart.max_attempts, outcome.error.message.splitlines()[0])
+                if self._cancel_requested_within(self.restart.delay_ms / 1000.0):
+                    return self._cancel()
+                try:
+                    restore = self._choose_restore()
+                    break
+                except StorageUnreachableError as exc:  # it may come back: counts as a failed restart
+                    outcome = Diagnosis(JobFailedError(
+                        f"Job '{self.graph.job_name}' could not choose a checkpoint to restore: {exc}"))
+            self.attempt = Attempt(self.attempt + 1)
 
-    def _cancelled_while_waiting(self, seconds: float) -> bool:
+    def _cancel_requested_within(self, seconds: float) -> bool:
         deadline = time.monotonic() + seconds
         while (remaining := deadline - time.monotonic()) > 0:
             try:
-                if isinstance(self.events.get(timeout=remaining), _CancelRequested):
+                if isinstance(self.events.get(timeout=remaining), CancelRequested):
                     return True
             except queue.Empty:
                 break
         return False
 
-    def _choose_restore(self) -> tuple | None:
+    def _choose_restore(self) -> RestorePoint | None:
         """Newest usable checkpoint of this execution, else the one the job started from, else None."""
         if self.coordinator is not None:
             storage = self.coordinator.storage
-            for checkpoint_id in reversed(self.coordinator.completed_ids):
+            for checkpoint_id in reversed(self.coordinator.completed_checkpoints()):
                 try:
-                    return storage, storage.validated_metadata(checkpoint_id)
+                    return RestorePoint(storage, storage.validated_checkpoint(checkpoint_id))
                 except CorruptCheckpointError as exc:
                     log.warning("Not restoring checkpoint %d: %s", checkpoint_id, exc)
         return self.initial_restore
 
-    def _run_attempt(self, restore: tuple | None):
+    def _run_attempt(self, restore: RestorePoint | None):
         graph = self.graph
         restore_payload = None
         if restore is not None:
-            storage, metadata = restore
-            restore_payload = pickle.dumps((storage, plan_restore(metadata, graph)))
-            log.info("Attempt %d restores checkpoint %d", self.attempt, metadata["checkpoint_id"])
-        self.restored_from.append(restore[1]["checkpoint_id"] if restore else None)
-        self.control = ControlServer(_driver_host(self.spark), self.attempt, graph.slots, self.events)
+            restore_payload = pickle.dumps((restore.storage, plan_restore(restore.checkpoint, graph)))
+            log.info("Attempt %d restores checkpoint %d", self.attempt, restore.checkpoint.checkpoint_id)
+        self.restored_from.append(restore.checkpoint.checkpoint_id if restore else None)
+        inbox = self.coordinator_loop.inbox if self.coordinator_loop is not None else None
+        self.control = ControlServer(_driver_host(self.spark), self.attempt, graph.slots, self.events, inbox)
+        if self.coordinator is not None:
+            self.coordinator.start_attempt(self.attempt, self.control)
         task = barrier_task(self._payload, self.control.address, self.attempt, restore_payload)
         self.stage = BarrierStage(self.spark, f"chandy-{self.job_id}-{self.attempt}",
                                   f"Chandy job '{graph.job_name}' attempt {self.attempt}", graph.slots, task,
                                   self.attempt, self.events)
-        self.status = JobStatus.RUNNING
+        self.lifecycle.transition(JobStatus.RUNNING, f"attempt {self.attempt}")
         self.stage.start()
-        coordinator = self.coordinator
-        if coordinator is not None:
-            coordinator.start_attempt(self.attempt, self.control)
         while True:
-            try:
-                event = self.events.get(timeout=coordinator.next_wakeup() if coordinator else None)
-            except queue.Empty:
-                event = None
-            if coordinator is not None and (event is None or coordinator.next_wakeup() <= 0.001):
-                failure = coordinator.tick()
-                if failure is not None:
-                    return self._fail(failure)
-            if event is None or getattr(event, "attempt", self.attempt) != self.attempt:
-                continue
-            if isinstance(event, StageCompleted):
-                return self._finish(event.results)
-            if isinstance(event, (TaskFailed, StageFailed, SlotDisconnected)):
-                return self._fail(diagnose(self.graph.job_name, self._gather_evidence(event)))
-            if isinstance(event, _CancelRequested):
-                self.status = JobStatus.CANCELLING
-                self._stop_everything("cancelled by the user")
-                self.status = JobStatus.CANCELED
-                return JobCancelledError(f"Job '{self.graph.job_name}' ({self.job_id}) was cancelled")
-            if coordinator is not None and isinstance(event, _CHECKPOINT_MESSAGES):
-                failure = coordinator.on_message(event)
-                if failure is not None:
-                    return self._fail(failure)
+            event = self.events.get()
+            if getattr(event, "attempt", self.attempt) != self.attempt:
+                continue  # a straggler of an earlier attempt
+            handler = self._handlers.get(type(event))
+            outcome = handler(event) if handler is not None else None
+            if outcome is not None:
+                return outcome
+
+    # -- events ---------------------------------------------------------------------------------------
+
+    def _attempt_failed(self, first) -> Diagnosis:
+        diagnosis = diagnose(self.graph.job_name, self._gather_evidence(first))
+        log.error("%s", diagnosis.error)
+        self._stop_everything("the job attempt failed")
+        return diagnosis
+
+    def _checkpoint_failed(self, event: CheckpointFailure) -> Diagnosis:
+        log.error("%s", event.error)
+        self._stop_everything("a checkpoint failure the job does not tolerate")
+        return Diagnosis(event.error, FailurePhase.RUNTIME)
+
+    def _cancel(self) -> JobCancelledError:
+        was_running = self.lifecycle.status is JobStatus.RUNNING
+        self.lifecycle.transition(JobStatus.CANCELLING, "cancelled by the user")
+        if was_running:  # else (restarting) nothing runs
+            self._stop_everything("cancelled by the user")
+        self.lifecycle.transition(JobStatus.CANCELED)
+        return JobCancelledError(f"Job '{self.graph.job_name}' ({self.job_id}) was cancelled")
 
     def _gather_evidence(self, first) -> FailureEvidence:
         """The first failure event plus whatever else arrives within the grace period."""
@@ -207,7 +253,7 @@ class JobRun:
         event = first
         while True:
             if getattr(event, "attempt", self.attempt) == self.attempt:
-                if isinstance(event, TaskFailed):
+                if isinstance(event, SlotFailed):
                     evidence.reports.append(event)
                 elif isinstance(event, SlotDisconnected):
                     evidence.disconnected_slots.append(event.slot)
@@ -226,27 +272,24 @@ class JobRun:
     # -- endings --------------------------------------------------------------------------------------
 
     def _stop_everything(self, reason: str) -> None:
+        if self.coordinator is not None:
+            self.coordinator.end_attempt(reason)
         self.control.broadcast(Cancel(self.attempt, reason))
         self.stage.cancel()
         if not self.stage.join(STAGE_STOP_TIMEOUT_S):
             log.warning("Spark stage of job %s did not stop within %s s", self.job_id, STAGE_STOP_TIMEOUT_S)
         if not self.control.wait_until_all_disconnected(STAGE_STOP_TIMEOUT_S):
-            log.warning("Some tasks of job %s still hold their control connection", self.job_id)
-        self._remember_tasks()
+            log.warning("Some slots of job %s still hold their control connection", self.job_id)
+        self._remember_slots()
         self.control.close()
 
-    def _remember_tasks(self) -> None:
+    def _remember_slots(self) -> None:
         registrations = self.control.registrations
         self.registered_pids = [r.pid for r in registrations.values()]
         self.data_addresses = [(r.host, r.port) for r in registrations.values()]
 
-    def _fail(self, error: JobFailedError) -> JobFailedError:
-        log.error("%s", error)
-        self._stop_everything("the job attempt failed")
-        return error
-
     def _finish(self, blobs: list) -> JobResult:
-        self._remember_tasks()
+        self._remember_slots()
         self.control.close()
         per_uid: dict[str, list] = {}
         for blob in blobs:
@@ -254,11 +297,11 @@ class JobRun:
                 per_uid.setdefault(uid, []).append(value)
         results = {uid: self.sinks[uid].merge_results(values) for uid, values in per_uid.items()}
         collect_sinks = {sink.name: uid for uid, sink in self.sinks.items() if isinstance(sink, CollectSink)}
-        self.status = JobStatus.FINISHED
         runtime_ms = int((time.monotonic() - self._started) * 1000)
         checkpoints = []
         if self.coordinator is not None:
             self.coordinator.finish()
-            checkpoints = list(self.coordinator.stats)
+            checkpoints = self.coordinator.checkpoint_stats()
+        self.lifecycle.transition(JobStatus.FINISHED)
         return JobResult(self.job_id, self.graph.job_name, runtime_ms, results, collect_sinks,
                          checkpoints=checkpoints, restarts=self.restarts, restored_from=list(self.restored_from))

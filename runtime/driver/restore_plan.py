@@ -6,35 +6,57 @@ anything else raises an error that names the problem and lists the usable checkp
 :func:`check_compatible` refuses checkpoints the job cannot take; :func:`plan_restore` decides, for every
 operator subtask of the new job, which state files it reads and which key groups of them (the executor
 reads them: :mod:`runtime.executor.restore`).
+
+>>> from runtime import StreamExecutionEnvironment
+>>> from operators import DiscardingSink
+>>> from runtime.protocol.checkpoints import CompletedCheckpoint, OperatorState, StateHandle
+>>> env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(3)
+>>> _ = env.from_sequence(0, 9).key_by(lambda x: x).reduce(max).uid("max").sink_to(DiscardingSink())
+>>> handles = tuple(StateHandle("max", s, f"max/{s}.arrow", 100, tuple(range(64 * s, 64 * s + 64)))
+...                 for s in (0, 1))  # taken at parallelism 2: subtask s held key groups 64s..64s+63
+>>> checkpoint = CompletedCheckpoint(5, "job", 0, 0, 2, 128, (OperatorState("max", "Keyed Reduce", 2, handles),))
+>>> plan = plan_restore(checkpoint, env.get_job_graph("job"))["max"]
+>>> [(plan[s].key_groups, [h.subtask for h in plan[s].keyed]) for s in range(3)]
+[((0, 42), [0]), ((43, 85), [0, 1]), ((86, 127), [1])]
 """
 
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
-from runtime.errors import CheckpointNotFoundError, CorruptCheckpointError, IncompatibleCheckpointError
+from runtime.errors import ApiUsageError, CheckpointNotFoundError, CorruptCheckpointError, IncompatibleCheckpointError
 from runtime.graph.job_graph import JobGraph
+from runtime.ids import CheckpointId, SubtaskIndex
 from runtime.keys.key_groups import key_group_range
-from runtime.protocol.checkpoints import RestoreSpec
-from state_backends.storage import OPERATOR_STATE_GROUP, CheckpointStorage
+from runtime.protocol.checkpoints import CompletedCheckpoint, RestoreSpec
+from state_backends.storage import CheckpointStorage
 
-__all__ = ["RESTORE_CONF", "resolve_restore", "check_compatible", "plan_restore"]
+__all__ = ["RESTORE_CONF", "RestorePoint", "resolve_restore", "check_compatible", "plan_restore"]
 
 RESTORE_CONF = "spark.chandy.restoreFrom"
 _CHK_PATH = re.compile(r"^(?P<parent>.*)/chk-(?P<id>\d+)/?(_metadata)?$")
 
 
-def resolve_restore(storage: CheckpointStorage, restore_from) -> tuple[CheckpointStorage, dict]:
-    """``(storage to read from, validated metadata)`` for ``restore_from``."""
+@dataclass(frozen=True)
+class RestorePoint:
+    """A checkpoint to restore, and the storage to read its files from."""
+
+    storage: CheckpointStorage
+    checkpoint: CompletedCheckpoint
+
+
+def resolve_restore(storage: CheckpointStorage, restore_from) -> RestorePoint:
+    """The restore point ``restore_from`` names: a checkpoint id, ``"latest"``, or a ``chk-<n>`` path/URL."""
     if isinstance(restore_from, bool):
-        raise TypeError(f"restore_from must be a checkpoint id, 'latest' or a path, not {restore_from!r}")
+        raise ApiUsageError(f"restore_from must be a checkpoint id, 'latest' or a path, not {restore_from!r}")
     if isinstance(restore_from, int) or (isinstance(restore_from, str) and restore_from.strip().isdigit()):
-        return storage, storage.validated_metadata(int(restore_from))
+        return RestorePoint(storage, storage.validated_checkpoint(CheckpointId(int(restore_from))))
     if isinstance(restore_from, str) and restore_from.strip().lower() == "latest":
-        for metadata in reversed(storage.completed()):
-            if not storage.problems(metadata):
-                return storage, metadata
+        for checkpoint in reversed(storage.completed()):
+            if not storage.problems(checkpoint):
+                return RestorePoint(storage, checkpoint)
         raise CheckpointNotFoundError(f"restore_from='latest': job directory {storage.job_dir} holds no usable "
                                       "checkpoint.")
     if isinstance(restore_from, str):
@@ -44,45 +66,48 @@ def resolve_restore(storage: CheckpointStorage, restore_from) -> tuple[Checkpoin
         match = _CHK_PATH.match(text.rstrip("/"))
         if match:
             other = CheckpointStorage.for_job_directory(match.group("parent"))
-            return other, other.validated_metadata(int(match.group("id")))
+            return RestorePoint(other, other.validated_checkpoint(CheckpointId(int(match.group("id")))))
         raise CorruptCheckpointError(f"restore_from={restore_from!r} is neither a checkpoint id, 'latest', nor the "
                                      f"path of a chk-<n> directory. {storage.usable_hint()}")
-    raise TypeError(f"restore_from must be a checkpoint id, 'latest' or a path, not {type(restore_from).__name__}")
+    raise ApiUsageError(f"restore_from must be a checkpoint id, 'latest' or a path, not {type(restore_from).__name__}")
 
 
-def check_compatible(metadata: dict, graph: JobGraph) -> None:
-    """Raise IncompatibleCheckpointError if ``metadata`` cannot be restored into ``graph``."""
-    checkpoint_id = metadata["checkpoint_id"]
-    if metadata["max_parallelism"] != graph.max_parallelism:
+def check_compatible(checkpoint: CompletedCheckpoint, graph: JobGraph) -> None:
+    """Raise IncompatibleCheckpointError if ``checkpoint`` cannot be restored into ``graph``."""
+    checkpoint_id = checkpoint.checkpoint_id
+    if checkpoint.max_parallelism != graph.max_parallelism:
         raise IncompatibleCheckpointError(
-            f"Checkpoint {checkpoint_id} was taken with max parallelism {metadata['max_parallelism']}, but the job "
+            f"Checkpoint {checkpoint_id} was taken with max parallelism {checkpoint.max_parallelism}, but the job "
             f"now has {graph.max_parallelism}. Key groups cannot be remapped: leave set_max_parallelism() unset "
-            f"(the checkpoint's value is then used) or set it to {metadata['max_parallelism']}.")
+            f"(the checkpoint's value is then used) or set it to {checkpoint.max_parallelism}.")
     uids = {op.uid for op in graph.operators}
-    orphaned = sorted(uid for uid, op in metadata["operators"].items() if op.get("files") and uid not in uids)
+    orphaned = sorted((op for op in checkpoint.operators if op.handles and op.uid not in uids), key=lambda o: o.uid)
     if orphaned:
-        names = [metadata["operators"][uid].get("name", "?") for uid in orphaned]
         raise IncompatibleCheckpointError(
             f"Checkpoint {checkpoint_id} has state for operators the job no longer has: "
-            f"{', '.join(f'{u} ({n})' for u, n in zip(orphaned, names))}. If you changed the job, give its "
+            f"{', '.join(f'uid {op.uid} ({op.name})' for op in orphaned)}. If you changed the job, give its "
             "stateful operators the same .uid(...) as before (derived uids change when the graph changes).")
 
 
-def plan_restore(metadata: dict, graph: JobGraph) -> dict[str, dict[int, RestoreSpec]]:
-    """``{operator uid: {subtask: RestoreSpec}}`` for every operator with state in the checkpoint."""
-    check_compatible(metadata, graph)
-    checkpoint_id = metadata["checkpoint_id"]
-    plan: dict[str, dict[int, RestoreSpec]] = {}
+def plan_restore(checkpoint: CompletedCheckpoint, graph: JobGraph) -> dict[str, dict[SubtaskIndex, RestoreSpec]]:
+    """``{operator uid: {subtask: RestoreSpec}}`` for every operator with state in the checkpoint.
+
+    Each subtask of the new job reads the files that hold key groups it owns (only those groups), and every
+    file with operator state (it takes its share of the lists, see :mod:`runtime.executor.restore`).
+    """
+    check_compatible(checkpoint, graph)
+    plan: dict[str, dict[SubtaskIndex, RestoreSpec]] = {}
     for node in graph.operators:
-        files = metadata["operators"].get(node.uid, {}).get("files", [])
-        if not files:
+        state = checkpoint.operator(node.uid)
+        if state is None or not state.handles:
             continue
-        files = sorted(files, key=lambda f: f["subtask"])
-        operator_files = tuple(f for f in files if OPERATOR_STATE_GROUP in f["key_groups"])
+        handles = sorted(state.handles, key=lambda h: h.subtask)
+        operator_handles = tuple(h for h in handles if h.has_operator_state)
         specs = {}
         for subtask in range(node.parallelism):
             owned = key_group_range(graph.max_parallelism, node.parallelism, subtask)
-            keyed = tuple(f for f in files if any(g in owned for g in f["key_groups"] if g != OPERATOR_STATE_GROUP))
-            specs[subtask] = RestoreSpec(checkpoint_id, keyed, operator_files, (owned.start, owned.end))
+            keyed = tuple(h for h in handles if any(g in owned for g in h.keyed_groups))
+            specs[SubtaskIndex(subtask)] = RestoreSpec(checkpoint.checkpoint_id, keyed, operator_handles,
+                                                       (owned.start, owned.end))
         plan[node.uid] = specs
     return plan

@@ -6,11 +6,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from runtime.errors import ApiUsageError
+
 __all__ = ["JobStatus", "JobResult", "JobClient"]
 
 
 class JobStatus(Enum):
-    """A job's lifecycle, as PyFlink names it."""
+    """A job's lifecycle, as PyFlink names it (see :mod:`runtime.driver.lifecycle` for the transitions).
+
+    >>> JobStatus.RUNNING.is_globally_terminal_state(), JobStatus.CANCELED.is_globally_terminal_state()
+    (False, True)
+    """
 
     CREATED = "CREATED"
     RUNNING = "RUNNING"
@@ -31,6 +37,10 @@ class JobResult:
     ``sink_results`` maps each sink operator's uid to its merged result; ``collected(sink)`` reads a
     ``CollectSink``'s records by the sink object or its name. ``checkpoints`` holds the statistics of every
     checkpoint the job completed (duration, sync and async parts, alignment, bytes).
+
+    >>> result = JobResult("id", "job", 1200, {"sink-uid": [1, 2]}, {"numbers": "sink-uid"}, restarts=1)
+    >>> result.collected("numbers"), result.get_net_runtime(), result.restarts
+    ([1, 2], 1200, 1)
     """
 
     job_id: str
@@ -38,7 +48,7 @@ class JobResult:
     net_runtime_ms: int
     sink_results: dict[str, Any] = field(default_factory=dict)
     collect_sinks: dict[str, str] = field(default_factory=dict, repr=False)  # CollectSink name -> sink uid
-    checkpoints: list = field(default_factory=list)  # runtime.protocol.checkpoints.Stats, oldest first
+    checkpoints: list = field(default_factory=list)  # runtime.protocol.checkpoints.CheckpointStats, oldest first
     restarts: int = 0
     restored_from: list = field(default_factory=list)  # checkpoint id (or None) each attempt started from
 
@@ -54,15 +64,19 @@ class JobResult:
         name = getattr(sink, "name", sink)
         uid = self.collect_sinks.get(name)
         if uid is None:
-            raise KeyError(f"Job '{self.job_name}' has no CollectSink named {name!r}; "
+            raise ApiUsageError(f"Job '{self.job_name}' has no CollectSink named {name!r}; "
                            f"it has {sorted(self.collect_sinks)}")
         return self.sink_results[uid]
 
 
 class JobClient:
-    """A handle on a job started with ``execute_async``.
+    """A handle on a job started with ``execute_async``: its status, its result, and a way to cancel it.
 
-    >>> # client = env.execute_async("job"); ...; client.cancel()
+    >>> class Finished:  # what execute_async hands the client: the job's master
+    ...     job_id, status = "42", JobStatus.FINISHED
+    >>> client = JobClient(Finished())
+    >>> client.get_job_id(), client.get_job_status()
+    ('42', <JobStatus.FINISHED: 'FINISHED'>)
     """
 
     def __init__(self, run):
@@ -75,7 +89,7 @@ class JobClient:
         return self._run.status
 
     def cancel(self) -> None:
-        """Stop the job: every task and the Spark stage end; waits until they have."""
+        """Stop the job: every slot and the Spark stage end; waits until they have."""
         self._run.cancel()
 
     def get_job_execution_result(self, timeout: float | None = None) -> JobResult:

@@ -6,6 +6,12 @@ never blocked; the snapshot happens when the last barrier arrives, so it may inc
 the barrier on faster channels (they are replayed after a restore: at least once).
 
 A channel that has ended counts as aligned for every later barrier: nothing more can come from it.
+
+>>> aligner = BarrierAligner(channels=2, exactly_once=True)
+>>> aligner.on_barrier(channel=0, checkpoint_id=1), aligner.should_block(0), aligner.should_block(1)
+(<Alignment.BLOCK: 'block'>, True, False)
+>>> aligner.on_barrier(channel=1, checkpoint_id=1), aligner.should_block(0)
+(<Alignment.COMPLETE: 'complete'>, False)
 """
 
 from __future__ import annotations
@@ -17,12 +23,27 @@ __all__ = ["BarrierAligner", "Alignment"]
 
 
 class Alignment(Enum):
+    """What a barrier (or an end of input) means for the task, as :class:`BarrierAligner` decides.
+
+    >>> BarrierAligner(1, exactly_once=True).on_barrier(0, 1)
+    <Alignment.COMPLETE: 'complete'>
+    """
+
     IGNORE = "ignore"        # a barrier of a checkpoint that is already done or superseded
     BLOCK = "block"          # barrier received; keep waiting for the others (block this channel if EO)
     COMPLETE = "complete"    # all channels delivered the barrier: snapshot and forward it now
 
 
 class BarrierAligner:
+    """The alignment state of one input gate with ``channels`` channels; fed every barrier and end of input.
+
+    >>> aligner = BarrierAligner(channels=2, exactly_once=False)
+    >>> aligner.on_barrier(0, 1), aligner.should_block(0)  # at least once: never blocks
+    (<Alignment.BLOCK: 'block'>, False)
+    >>> aligner.on_end_of_input(1), aligner.on_barrier(0, 1)  # an ended channel is aligned; 1 is done now
+    (<Alignment.COMPLETE: 'complete'>, <Alignment.IGNORE: 'ignore'>)
+    """
+
     def __init__(self, channels: int, exactly_once: bool, clock=time.monotonic):
         self.channels = channels
         self.exactly_once = exactly_once

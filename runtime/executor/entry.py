@@ -14,7 +14,8 @@ import traceback
 import cloudpickle
 
 from runtime.executor.slot import SlotRunner
-from runtime.protocol.messages import TaskFailed
+from runtime.ids import Attempt, SlotIndex, SubtaskIndex
+from runtime.protocol.messages import FailurePhase, SlotFailed
 from runtime.protocol.wire import MessageSocket
 
 __all__ = ["barrier_task"]
@@ -22,27 +23,31 @@ __all__ = ["barrier_task"]
 log = logging.getLogger(__name__)
 
 
-def _report_unloadable_job(coordinator: tuple[str, int], attempt: int, slot: int, exc: BaseException) -> None:
+def _report_unloadable_job(coordinator: tuple[str, int], attempt: Attempt, slot: SlotIndex,
+                           exc: BaseException) -> None:
     """The job's functions do not load here (usually: a module the driver has and the executor lacks)."""
     message = (f"the job could not be loaded on the executor: {type(exc).__name__}: {exc}. Modules your "
                "functions use must exist on the executors too: ship them with spark-submit --py-files "
                "(or SparkContext.addPyFile), or install them there.")
     try:
         with socket.create_connection(coordinator, timeout=30) as sock:
-            MessageSocket(sock).send(TaskFailed(attempt, slot, None, slot, type(exc).__name__, message,
-                                                "".join(traceback.format_exception(exc))))
+            # A module missing here is missing on every attempt: restarting cannot help.
+            MessageSocket(sock).send(SlotFailed(attempt, slot, None, None, SubtaskIndex(slot), type(exc).__name__,
+                                                message, "".join(traceback.format_exception(exc)),
+                                                retryable=False, phase=FailurePhase.LOAD))
     except OSError:
         log.error("Could not report to the driver: %s", message)
 
 
-def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: int, restore_payload: bytes | None = None):
+def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: Attempt,
+                 restore_payload: bytes | None = None):
     """The function Spark runs in every barrier task: ``rdd.barrier().mapPartitions(barrier_task(...))``."""
 
     def run(_partition):
         from pyspark import BarrierTaskContext
 
         context = BarrierTaskContext.get()
-        slot = context.partitionId()
+        slot = SlotIndex(context.partitionId())
         host = context.getTaskInfos()[slot].address.rsplit(":", 1)[0]
         try:
             graph = cloudpickle.loads(payload)

@@ -5,32 +5,48 @@ group: a subtask reads exactly the key groups the key-group formula assigns it. 
 round-robin: the lists of all old subtasks, concatenated in subtask order, item ``j`` going to new subtask
 ``j % parallelism`` (Flink's even split); lists named ``union:...`` go whole to every subtask (Flink's union
 redistribution).
+
+>>> from runtime.protocol.checkpoints import RestoreSpec
+>>> from runtime.keys.key_groups import key_group_range
+>>> from state_backends.heap import HeapKeyedStateBackend
+>>> from state_backends.storage import CheckpointStorage
+>>> storage = CheckpointStorage("memory://restore-doc", "job")
+>>> lists = {"user:seen": [1, 2, 3, 4]}  # an operator list state, as its subtask checkpointed it
+>>> handle = storage.write_state_file(1, "op", 0, [(OPERATOR_STATE_GROUP, pickle.dumps(lists))])
+>>> class Operator:
+...     def restore_operator_state(self, state): self.state = state
+>>> operator = Operator()
+>>> restore_operator(storage, RestoreSpec(1, (), (handle,), (64, 127)), operator,
+...                  HeapKeyedStateBackend(128, key_group_range(128, 2, 1)), subtask=1, parallelism=2)
+>>> operator.state  # subtask 1 of 2 takes every second item
+{'user:seen': [2, 4]}
 """
 
 from __future__ import annotations
 
 import pickle
 
-from runtime.protocol.checkpoints import RestoreSpec
-from state_backends.storage import OPERATOR_STATE_GROUP
+from runtime.ids import SubtaskIndex
+from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, RestoreSpec
 
 __all__ = ["restore_operator", "UNION_PREFIX"]
 
 UNION_PREFIX = "union:"  # operator list state every subtask receives whole (each keeps what it owns)
 
 
-def restore_operator(storage, spec: RestoreSpec, operator, backend, subtask: int, parallelism: int) -> None:
+def restore_operator(storage, spec: RestoreSpec, operator, backend, subtask: SubtaskIndex,
+                     parallelism: int) -> None:
     """Load one operator subtask's state (runs on the executor, before the operator opens)."""
     if backend is not None:
         start, end = spec.key_groups
         wanted = set(range(start, end + 1))
-        for file in spec.keyed_files:
-            for group, payload in storage.read_state_rows(spec.checkpoint_id, file, wanted):
+        for handle in spec.keyed:
+            for group, payload in storage.read_state_rows(spec.checkpoint_id, handle, wanted):
                 backend.restore_key_group(group, payload)
-    if spec.operator_files:
+    if spec.operator:
         combined: dict[str, list] = {}
-        for file in spec.operator_files:
-            for _, payload in storage.read_state_rows(spec.checkpoint_id, file, {OPERATOR_STATE_GROUP}):
+        for handle in spec.operator:
+            for _, payload in storage.read_state_rows(spec.checkpoint_id, handle, {OPERATOR_STATE_GROUP}):
                 for name, items in pickle.loads(payload).items():
                     combined.setdefault(name, []).extend(items)
         share = {name: items if name.startswith(UNION_PREFIX) else items[subtask::parallelism]

@@ -25,10 +25,12 @@ from typing import Any
 import cloudpickle
 
 from operators.context import SubtaskInfo
+from runtime.errors import ProtocolError, is_retryable
 from runtime.executor.restore import restore_operator
 from runtime.executor.snapshotter import Snapshotter
-from runtime.executor.subtask import OperatorError, SubtaskRunner
+from runtime.executor.subtask import OperatorError, SubtaskRunner, SubtaskStatus
 from runtime.graph.job_graph import JobGraph
+from runtime.ids import Attempt, ChainIndex, SlotIndex, SubtaskIndex
 from runtime.keys.key_groups import key_group_range
 from runtime.network.channels import Cancelled, DataServer, InputGate, LocalChannel, RemoteChannel
 from runtime.network.codec import codec_for
@@ -38,15 +40,17 @@ from runtime.protocol.messages import (
     Addresses,
     Cancel,
     DeclineCheckpoint,
+    DeclineKind,
+    FailurePhase,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
     Register,
-    TaskFailed,
-    TaskFinished,
+    SlotFailed,
+    SlotFinished,
     TriggerCheckpoint,
 )
 from runtime.protocol.wire import ConnectionClosed, MessageSocket
-from state_backends.heap import HeapKeyedStateBackend
+from state_backends.base import KeyedStateBackend
 
 __all__ = ["SlotRunner"]
 
@@ -59,8 +63,8 @@ JOIN_TIMEOUT_S = 10.0
 class SlotRunner:
     """Everything one barrier task runs; see the module docstring."""
 
-    def __init__(self, graph: JobGraph, coordinator: tuple[str, int], attempt: int, slot: int, host: str,
-                 restore: dict[str, dict[int, RestoreSpec]] | None = None, restore_storage=None):
+    def __init__(self, graph: JobGraph, coordinator: tuple[str, int], attempt: Attempt, slot: SlotIndex, host: str,
+                 restore: dict[str, dict[SubtaskIndex, RestoreSpec]] | None = None, restore_storage=None):
         self.graph = graph
         self.restore = restore or {}
         self.restore_storage = restore_storage
@@ -71,10 +75,11 @@ class SlotRunner:
         self.host = host
         self.stopped = threading.Event()
         self._done = threading.Condition()
-        self._failure: tuple[BaseException, str | None] | None = None
+        self._failure: BaseException | None = None  # the first; an OperatorError names its operator
         self._remote_channels: list[RemoteChannel] = []
         self.runners: list[SubtaskRunner] = []
-        self.gates: dict[int, InputGate] = {}
+        self.backends: list[KeyedStateBackend] = []
+        self.gates: dict[ChainIndex, InputGate] = {}
         self.control: MessageSocket | None = None
         self.server: DataServer | None = None
         self._finished = 0
@@ -94,8 +99,10 @@ class SlotRunner:
                 info = SubtaskInfo(node.name, self.slot, chain.parallelism, graph.max_parallelism, self.attempt)
                 backend = None
                 if getattr(node.operator, "keyed", False):
-                    backend = HeapKeyedStateBackend(
-                        graph.max_parallelism, key_group_range(graph.max_parallelism, chain.parallelism, self.slot))
+                    backend = graph.state_backend.create_keyed_state_backend(
+                        node.uid, graph.max_parallelism,
+                        key_group_range(graph.max_parallelism, chain.parallelism, self.slot))
+                    self.backends.append(backend)
                 node.operator.setup(info, backend)
                 spec = self.restore.get(node.uid, {}).get(self.slot)
                 if spec is not None:
@@ -106,7 +113,7 @@ class SlotRunner:
     def _route(self, edge_id: int, producer: int, consumer: int):
         edge = self.graph.edges[edge_id]
         if consumer != self.slot:
-            raise ValueError(f"channel for subtask {consumer} arrived at slot {self.slot}")
+            raise ProtocolError(f"a channel for subtask {consumer} arrived at slot {self.slot}")
         gate = self.gates[edge.target_chain]
         producer_name = self.graph.chains[edge.source_chain].operators[-1].name
         return gate, gate.index_of[(edge_id, producer)], codec_for(edge.type_info, edge.schema, producer_name)
@@ -167,9 +174,9 @@ class SlotRunner:
                     for runner in self.runners:
                         if not runner.chain.is_source:
                             continue
-                        if runner.finished:
+                        if runner.status is SubtaskStatus.FINISHED:
                             self.send(DeclineCheckpoint(self.attempt, message.checkpoint_id, runner.chain.index,
-                                                        self.slot, "the source has finished"))
+                                                        self.slot, "the source has finished", DeclineKind.FINISHED))
                         else:
                             runner.triggers.append(message.checkpoint_id)
                 elif isinstance(message, NotifyCheckpointAborted):
@@ -177,7 +184,7 @@ class SlotRunner:
                         self.snapshotter.abort(message.checkpoint_id)
                 elif isinstance(message, NotifyCheckpointComplete):
                     for runner in self.runners:
-                        if not runner.finished:
+                        if runner.status is SubtaskStatus.RUNNING:
                             runner.notifications.append(message.checkpoint_id)
         except (ConnectionClosed, OSError):
             if not self.stopped.is_set():
@@ -188,17 +195,18 @@ class SlotRunner:
 
     # -- running --------------------------------------------------------------------------------------
 
-    def fail(self, exc: BaseException, operator_name: str | None = None) -> None:
+    def fail(self, exc: BaseException) -> None:
+        """Fail the slot; ``exc`` is an :class:`OperatorError` when an operator raised."""
         first = False
         with self._done:
             if self._failure is None and not isinstance(exc, Cancelled) and not self.stopped.is_set():
-                self._failure = (exc, operator_name)
+                self._failure = exc
                 first = True
             self._done.notify_all()
         if first:
             # Report before tearing channels down: peers then see a broken stream, and the driver must
             # hear about the cause before it hears about their consequential errors.
-            self._report_failure(exc, operator_name)
+            self._report_failure(exc)
         self.cancel()
 
     def cancel(self) -> None:
@@ -218,25 +226,29 @@ class SlotRunner:
         try:
             runner.run()
         except OperatorError as exc:
-            self.fail(exc.cause, exc.operator_name)
+            self.fail(exc)
         except Cancelled:
             self.cancel()
         except BaseException as exc:  # the runtime's own failure (a broken channel ...): no operator to blame
             if not self.stopped.is_set():
-                self.fail(exc, None)
+                self.fail(exc)
         finally:
             with self._done:
                 self._finished += 1
                 self._done.notify_all()
 
-    def _report_failure(self, exc: BaseException, operator_name: str | None) -> None:
+    def _report_failure(self, failure: BaseException) -> None:
+        if isinstance(failure, OperatorError):
+            exc, name, uid, phase = failure.cause, failure.operator_name, failure.operator_uid, failure.phase
+        else:
+            exc, name, uid, phase = failure, None, None, FailurePhase.RUNTIME
         try:
             blob = cloudpickle.dumps(exc)
             pickle.loads(blob)
         except Exception:  # exceptions that do not survive pickling travel as text only
             blob = None
-        message = TaskFailed(self.attempt, self.slot, operator_name, self.slot, type(exc).__name__, str(exc),
-                             "".join(traceback.format_exception(exc)), blob)
+        message = SlotFailed(self.attempt, self.slot, name, uid, SubtaskIndex(self.slot), type(exc).__name__,
+                             str(exc), "".join(traceback.format_exception(exc)), blob, is_retryable(exc), phase)
         try:
             self.control.send(message)
         except (OSError, AttributeError):
@@ -245,7 +257,7 @@ class SlotRunner:
     def run(self) -> dict[str, Any]:
         """Run the slot to the end; returns each hosted sink's result by operator uid."""
         self._build_runners()
-        self.server = DataServer(self.host, self.attempt, self._route, lambda exc: self.fail(exc, None))
+        self.server = DataServer(self.host, self.attempt, self._route, self.fail)
         self.server.start()
         threads: list[threading.Thread] = []
         listener = None
@@ -267,21 +279,19 @@ class SlotRunner:
         except Cancelled:
             self.cancel()
         except BaseException as exc:
-            self.fail(exc, None)
+            self.fail(exc)
         if self._failure is not None or self.stopped.is_set():
             self.cancel()
             self._teardown(threads, listener)
-            exc, name = self._failure or (None, None)
-            if exc is not None:
-                raise RuntimeError(f"Chandy slot {self.slot} failed in operator '{name}': "
-                                   f"{type(exc).__name__}: {exc}") from exc
+            if self._failure is not None:  # Spark's view of it; the driver reports the SlotFailed message
+                raise RuntimeError(f"Chandy slot {self.slot} failed: {self._failure}") from self._failure
             raise RuntimeError(f"Chandy slot {self.slot} was cancelled")
         results = {node.uid: node.operator.result() for r in self.runners for node in r.chain.operators
                    if node.is_sink}
         if self.snapshotter is not None:
             self.snapshotter.close(JOIN_TIMEOUT_S)  # let acks of checkpoints taken before the end go out
         self.stopped.set()
-        self.control.send(TaskFinished(self.attempt, self.slot))
+        self.control.send(SlotFinished(self.attempt, self.slot))
         self._teardown(threads, listener)
         return results
 
@@ -296,3 +306,8 @@ class SlotRunner:
             self.control.close()
         if listener is not None:
             listener.join(max(0.0, deadline - time.monotonic()))
+        for backend in self.backends:
+            try:
+                backend.close()
+            except Exception:  # what it held is the process's; the slot's outcome is decided already
+                log.exception("closing a keyed state backend failed")

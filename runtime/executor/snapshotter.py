@@ -1,71 +1,91 @@
 """The asynchronous part of checkpoints in one slot: serialise and upload, then acknowledge.
 
-One background thread per slot takes snapshots in the order the tasks took them. Records keep flowing
-meanwhile: heap snapshots are copy-on-write (see ``state_backends.heap.snapshot``). A task's checkpoint is
-acknowledged only after all its files are stored; a failure declines the checkpoint instead.
+One background thread per slot takes snapshots in the order the subtasks took them. Records keep flowing
+meanwhile: heap snapshots are copy-on-write (see ``state_backends.heap.snapshot``). A subtask's checkpoint
+is acknowledged only after all its files are stored; a failure declines the checkpoint instead, as FATAL
+when every later checkpoint would fail the same way (state that cannot be pickled).
+
+>>> sent = []
+>>> snapshotter = Snapshotter(CheckpointStorage("memory://snapshotter-doc", "job"), 0, sent.append)
+>>> snapshotter.submit(SubtaskSnapshot(1, 0, 0, [OperatorSnapshot("op", None, {"user:seen": [7]})], 0.1, 0.0,
+...                                    time.monotonic()))
+>>> snapshotter.close(timeout=10)
+>>> [(type(m).__name__, m.checkpoint_id, [h.path for h in m.state]) for m in sent]
+[('AcknowledgeCheckpoint', 1, ['op/0.arrow'])]
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import pickle
 import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Iterator
 
-from runtime.protocol.messages import AcknowledgeCheckpoint, DeclineCheckpoint
-from state_backends.storage import OPERATOR_STATE_GROUP, CheckpointStorage
+from runtime.errors import ChandyError, UnpicklableStateError
+from runtime.ids import Attempt, ChainIndex, CheckpointId, SubtaskIndex
+from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP
+from runtime.protocol.messages import AcknowledgeCheckpoint, DeclineCheckpoint, DeclineKind
+from state_backends.base import KeyedSnapshot
+from state_backends.pickling import pickle_state
+from state_backends.storage import CheckpointStorage
 
-__all__ = ["OperatorSnapshot", "TaskSnapshot", "Snapshotter"]
+__all__ = ["OperatorSnapshot", "SubtaskSnapshot", "Snapshotter"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class OperatorSnapshot:
+    """What the synchronous part captured of one operator: its keyed snapshot, its operator list state (copies)
+    and, for a source, a readable form of its position."""
+
     uid: str
-    keyed: Any = None  # a HeapSnapshot, or None
+    keyed: KeyedSnapshot | None = None
     operator_state: dict = field(default_factory=dict)
-    source_offsets: Any = None
+    source_position: str | None = None
 
 
 @dataclass
-class TaskSnapshot:
-    checkpoint_id: int
-    chain: int
-    subtask: int
+class SubtaskSnapshot:
+    checkpoint_id: CheckpointId
+    chain: ChainIndex
+    subtask: SubtaskIndex
     operators: list[OperatorSnapshot]
     sync_ms: float
     alignment_ms: float
     started: float
+    chain_description: str = ""  # how messages name the chain (its operators and uids)
+
+    def describe(self) -> str:
+        return f"subtask {self.subtask} of {self.chain_description or f'chain {self.chain}'}"
 
 
 class CheckpointAbortedError(Exception):
     """Raised inside the snapshotter to stop writing a checkpoint the coordinator has aborted."""
 
-    def __init__(self, checkpoint_id: int):
+    def __init__(self, checkpoint_id: CheckpointId):
         super().__init__(f"checkpoint {checkpoint_id} was aborted")
 
 
 class Snapshotter:
-    def __init__(self, storage: CheckpointStorage, attempt: int, send):
+    def __init__(self, storage: CheckpointStorage, attempt: Attempt, send):
         self.storage = storage
         self.attempt = attempt
         self.send = send
         self.queue: queue.Queue = queue.Queue()
         # Checkpoint ids the coordinator aborted: added by the control thread, read here between key groups
         # (a set's add and membership test are atomic under the GIL).
-        self._aborted: set[int] = set()
+        self._aborted: set[CheckpointId] = set()
         self.thread = threading.Thread(target=self._run, name="chandy-snapshotter", daemon=True)
         self.thread.start()
 
-    def submit(self, snapshot: TaskSnapshot) -> None:
+    def submit(self, snapshot: SubtaskSnapshot) -> None:
         self.queue.put(snapshot)
 
-    def abort(self, checkpoint_id: int) -> None:
+    def abort(self, checkpoint_id: CheckpointId) -> None:
         """The coordinator gave ``checkpoint_id`` up: stop writing it (at 1 GB that saves seconds of CPU)."""
         self._aborted.add(checkpoint_id)
 
@@ -85,50 +105,58 @@ class Snapshotter:
                     if operator.keyed is not None:
                         operator.keyed.discard()
                 if snapshot.checkpoint_id in self._aborted:  # the coordinator knows
-                    log.debug("checkpoint %d of task %d.%d given up: it was aborted", snapshot.checkpoint_id,
-                              snapshot.chain, snapshot.subtask)
+                    log.debug("checkpoint %d of %s given up: it was aborted", snapshot.checkpoint_id,
+                              snapshot.describe())
                     continue
                 log.log(logging.DEBUG if self._directory_removed(snapshot, exc) else logging.WARNING,
-                        "checkpoint %d of task %d.%d not stored: %s: %s", snapshot.checkpoint_id,
-                        snapshot.chain, snapshot.subtask, type(exc).__name__, exc)
+                        "checkpoint %d of %s not stored: %s: %s", snapshot.checkpoint_id, snapshot.describe(),
+                        type(exc).__name__, exc)
+                fatal = isinstance(exc, ChandyError) and not exc.retryable
                 try:
                     self.send(DeclineCheckpoint(self.attempt, snapshot.checkpoint_id, snapshot.chain,
-                                                snapshot.subtask, f"{type(exc).__name__}: {exc}"))
+                                                snapshot.subtask, f"{type(exc).__name__}: {exc}",
+                                                DeclineKind.FATAL if fatal else DeclineKind.FAILED))
                 except OSError:
                     return
 
-    def _directory_removed(self, snapshot: TaskSnapshot, exc: Exception) -> bool:
+    def _directory_removed(self, snapshot: SubtaskSnapshot, exc: Exception) -> bool:
         """The checkpoint's directory is gone: almost always the coordinator aborted the checkpoint and its
         notice is still on the way, which is not worth a warning."""
         if not isinstance(exc, FileNotFoundError):
             return False
         try:
-            return not self.storage.fs.exists(self.storage.checkpoint_dir(snapshot.checkpoint_id))
+            return snapshot.checkpoint_id not in self.storage.checkpoint_ids()
         except Exception:  # cannot tell: report it
             return False
 
-    def _unless_aborted(self, checkpoint_id: int, rows: Iterator) -> Iterator:
+    def _unless_aborted(self, checkpoint_id: CheckpointId, rows: Iterator) -> Iterator:
         for row in rows:
             if checkpoint_id in self._aborted:
                 raise CheckpointAbortedError(checkpoint_id)
             yield row
 
-    def _store(self, snapshot: TaskSnapshot) -> AcknowledgeCheckpoint:
-        files = []
-        offsets = {}
+    def _store(self, snapshot: SubtaskSnapshot) -> AcknowledgeCheckpoint:
+        handles = []
+        positions = {}
         for operator in snapshot.operators:
-            rows: list = []
-            if operator.operator_state:
-                rows.append((OPERATOR_STATE_GROUP,
-                             pickle.dumps(operator.operator_state, protocol=pickle.HIGHEST_PROTOCOL)))
-            if operator.keyed is not None or rows:  # keyed groups stream straight into the file
-                keyed = operator.keyed.serialized() if operator.keyed is not None else ()
-                files.append(self.storage.write_state_file(
-                    snapshot.checkpoint_id, operator.uid, snapshot.subtask,
-                    self._unless_aborted(snapshot.checkpoint_id, itertools.chain(rows, keyed))))
-            if operator.source_offsets is not None:
-                offsets[operator.uid] = operator.source_offsets
+            try:
+                rows: list = []
+                if operator.operator_state:
+                    rows.append((OPERATOR_STATE_GROUP, _pickle_operator_state(operator.operator_state)))
+                if operator.keyed is not None or rows:  # keyed groups stream straight into the file
+                    keyed = operator.keyed.serialized() if operator.keyed is not None else ()
+                    handles.append(self.storage.write_state_file(
+                        snapshot.checkpoint_id, operator.uid, snapshot.subtask,
+                        self._unless_aborted(snapshot.checkpoint_id, itertools.chain(rows, keyed))))
+            except UnpicklableStateError as exc:  # name the operator: the state's name is in the message
+                raise UnpicklableStateError(f"operator uid '{operator.uid}': {exc}") from exc
+            if operator.source_position is not None:
+                positions[operator.uid] = operator.source_position
         async_ms = (time.monotonic() - snapshot.started) * 1000.0 - snapshot.sync_ms
         return AcknowledgeCheckpoint(self.attempt, snapshot.checkpoint_id, snapshot.chain, snapshot.subtask,
-                                     tuple(files), round(snapshot.sync_ms, 3), round(async_ms, 3),
-                                     round(snapshot.alignment_ms, 3), offsets)
+                                     tuple(handles), round(snapshot.sync_ms, 3), round(async_ms, 3),
+                                     round(snapshot.alignment_ms, 3), positions)
+
+
+def _pickle_operator_state(state: dict[str, list]) -> bytes:
+    return pickle_state(state, "operator list state")

@@ -10,21 +10,23 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from runtime.executor.aligner import Alignment, BarrierAligner
-from runtime.executor.snapshotter import OperatorSnapshot, TaskSnapshot
+from runtime.executor.snapshotter import OperatorSnapshot, SubtaskSnapshot
 from runtime.gc_pause import gc_paused
-from runtime.graph.job_graph import Chain
+from runtime.graph.job_graph import Chain, OperatorNode
+from runtime.ids import CheckpointId
 from runtime.network.channels import Cancelled, InputGate
 from runtime.network.record_writer import RecordWriter
 from runtime.protocol.events import END_OF_INPUT, CheckpointBarrier, EndOfInput
-from runtime.protocol.messages import SubtaskFinished
+from runtime.protocol.messages import FailurePhase, SubtaskFinished
 
 if TYPE_CHECKING:
     from runtime.executor.slot import SlotRunner
 
-__all__ = ["SubtaskRunner", "OperatorError"]
+__all__ = ["SubtaskRunner", "SubtaskStatus", "OperatorError"]
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +34,17 @@ log = logging.getLogger(__name__)
 class OperatorError(Exception):
     """An exception raised by an operator (usually the user's function), with the operator named."""
 
-    def __init__(self, operator_name: str, cause: BaseException):
+    def __init__(self, node: OperatorNode, cause: BaseException, phase: FailurePhase = FailurePhase.RUN):
         super().__init__(f"{type(cause).__name__}: {cause}")
-        self.operator_name = operator_name
+        self.operator_name = node.name
+        self.operator_uid = node.uid
         self.cause = cause
+        self.phase = phase
+
+
+class SubtaskStatus(Enum):
+    RUNNING = "running"
+    FINISHED = "finished"  # consumed all its input, flushed, sent end-of-input
 
 
 class SubtaskRunner:
@@ -53,64 +62,63 @@ class SubtaskRunner:
         self.backends = [getattr(op.runtime_context, "keyed_backend", None) for op in self.operators]
         self.triggers: deque = deque()  # checkpoint ids to inject (sources), appended by the control thread
         self.notifications: deque = deque()  # completed checkpoint ids, appended by the control thread
-        self.finished = False
+        self.status = SubtaskStatus.RUNNING
         checkpointing = slot.graph.checkpointing
         self.aligner = None
         if gate is not None and checkpointing is not None:
             self.aligner = BarrierAligner(len(gate), checkpointing.exactly_once)
 
-    def _call(self, operator, method: str, *args):
+    def _call(self, index: int, method: str, *args):
         try:
-            return getattr(operator, method)(*args)
+            return getattr(self.operators[index], method)(*args)
         except (Cancelled, OperatorError):
             raise
         except Exception as exc:
-            raise OperatorError(operator.name, exc) from exc
+            phase = FailurePhase.OPEN if method == "open" else FailurePhase.RUN
+            raise OperatorError(self.chain.operators[index], exc, phase) from exc
 
     def _push(self, records: list, start: int) -> None:
         operators = self.operators
         for i in range(start, len(operators)):
-            operator = operators[i]
             try:
-                records = operator.process_batch(records)
+                records = operators[i].process_batch(records)
             except Cancelled:
                 raise
             except Exception as exc:
-                raise OperatorError(operator.name, exc) from exc
+                raise OperatorError(self.chain.operators[i], exc) from exc
             if not records:
                 return
         self.writer.emit(records)
 
     def run(self) -> None:
-        for operator in self.operators:
-            self._call(operator, "open")
+        for index in range(len(self.operators)):
+            self._call(index, "open")
         try:
             if self.chain.is_source:
                 self._run_source()
             else:
                 self._run_consumer()
-            for i, operator in enumerate(self.operators):
-                leftover = self._call(operator, "finish")
+            for index in range(len(self.operators)):
+                leftover = self._call(index, "finish")
                 if leftover:
-                    self._push(leftover, i + 1)
+                    self._push(leftover, index + 1)
             self.writer.flush()
             self.writer.broadcast_event(END_OF_INPUT)
             self.writer.close()
-            self.finished = True
+            self.status = SubtaskStatus.FINISHED
             self.slot.send(SubtaskFinished(self.slot.attempt, self.chain.index, self.slot.slot))
         finally:
-            for operator in self.operators:
+            for node in self.chain.operators:
                 try:
-                    operator.close()
-                except Exception:  # close errors must not hide the error that ended the task
-                    log.exception("close() of operator %s failed", operator.name)
+                    node.operator.close()
+                except Exception:  # close errors must not hide the error that ended the subtask
+                    log.exception("close() of operator '%s' (uid %s) failed", node.name, node.uid)
 
     # A source iteration (poll + the chained operators) should take about this long at most: checkpoint
     # triggers and notifications are handled between iterations, so it bounds their delay.
     SOURCE_ITERATION_S = 0.02
 
     def _run_source(self) -> None:
-        source = self.operators[0]
         stopped = self.slot.stopped
         writer = self.writer
         timeout = self.buffer_timeout
@@ -124,7 +132,7 @@ class SubtaskRunner:
             if notifications:
                 self._notify(notifications.popleft())
             started = time.monotonic()
-            batch = self._call(source, "poll", poll_size)
+            batch = self._call(0, "poll", poll_size)
             if batch is None:
                 return
             if batch:
@@ -171,8 +179,7 @@ class SubtaskRunner:
                 writer.flush()
                 next_flush = now + timeout
 
-
-    def _on_alignment(self, decision: Alignment, channel: int, checkpoint_id: int | None) -> None:
+    def _on_alignment(self, decision: Alignment, channel: int, checkpoint_id: CheckpointId | None) -> None:
         if decision is Alignment.BLOCK:
             if self.aligner.should_block(channel):
                 self.gate.block(channel)
@@ -180,22 +187,22 @@ class SubtaskRunner:
             self._checkpoint(checkpoint_id, self.aligner.alignment_ms)
             self.gate.unblock_all()
 
-    def _checkpoint(self, checkpoint_id: int, alignment_ms: float) -> None:
+    def _checkpoint(self, checkpoint_id: CheckpointId, alignment_ms: float) -> None:
         """The synchronous part: flush, freeze every operator's state, forward the barrier."""
         self.writer.flush()
         with gc_paused():
             started = time.monotonic()
             snapshots = []
-            for node, operator, backend in zip(self.chain.operators, self.operators, self.backends):
+            for index, (node, backend) in enumerate(zip(self.chain.operators, self.backends)):
                 keyed = backend.snapshot() if backend is not None else None
-                state = self._call(operator, "snapshot_operator_state", checkpoint_id)
-                offsets = repr(state.get("splits", state.get("union:splits"))) if node.is_source else None
-                snapshots.append(OperatorSnapshot(node.uid, keyed, state, offsets))
+                state = self._call(index, "snapshot_operator_state", checkpoint_id)
+                position = node.operator.describe_position() if node.is_source else None
+                snapshots.append(OperatorSnapshot(node.uid, keyed, state, position))
             sync_ms = (time.monotonic() - started) * 1000.0
             self.writer.broadcast_event(CheckpointBarrier(checkpoint_id))
-        self.slot.snapshotter.submit(TaskSnapshot(checkpoint_id, self.chain.index, self.slot.slot, snapshots,
-                                                  sync_ms, alignment_ms, started))
+        self.slot.snapshotter.submit(SubtaskSnapshot(checkpoint_id, self.chain.index, self.slot.slot, snapshots,
+                                                     sync_ms, alignment_ms, started, self.chain.describe()))
 
-    def _notify(self, checkpoint_id: int) -> None:
-        for operator in self.operators:
-            self._call(operator, "notify_checkpoint_complete", checkpoint_id)
+    def _notify(self, checkpoint_id: CheckpointId) -> None:
+        for index in range(len(self.operators)):
+            self._call(index, "notify_checkpoint_complete", checkpoint_id)

@@ -6,6 +6,14 @@ resolves the virtual nodes into edges with partitioners, assigns parallelism and
 and chains operators the way Flink does: a node joins its upstream's chain when it has exactly one input,
 the edge is forward, the parallelism is equal, and the upstream has no other consumer. Records inside a
 chain are passed as Python lists, never serialised.
+
+>>> from runtime import StreamExecutionEnvironment
+>>> from operators import DiscardingSink
+>>> env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+>>> _ = env.from_sequence(0, 9).map(str).key_by(len).reduce(max).sink_to(DiscardingSink())
+>>> graph = compile_job_graph(env._transformations, "job", 2, None, 5.0, 4096)
+>>> [chain.name for chain in graph.chains], [edge.partitioner for edge in graph.edges]
+(['Sequence Source -> Map', 'Keyed Reduce -> Sink: discard'], [HASH])
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from runtime.graph.job_graph import (
     REBALANCE,
     Chain,
     ChainEdge,
+    CheckpointSettings,
     JobGraph,
     OperatorEdge,
     OperatorNode,
@@ -27,6 +36,8 @@ from runtime.graph.job_graph import (
 )
 from runtime.graph.transformation import Transformation
 from runtime.keys.key_groups import UPPER_BOUND_MAX_PARALLELISM, default_max_parallelism
+from state_backends.base import StateBackend
+from state_backends.heap import HashMapStateBackend
 
 __all__ = ["compile_job_graph"]
 
@@ -68,8 +79,13 @@ def _check_picklable(node: OperatorNode) -> None:
 
 
 def compile_job_graph(transformations: list[Transformation], job_name: str, default_parallelism: int,
-                      max_parallelism: int | None, buffer_timeout_ms: float, batch_size: int) -> JobGraph:
-    """Validate the declared transformations and build the job graph. Raises :class:`JobGraphError`."""
+                      max_parallelism: int | None, buffer_timeout_ms: float, batch_size: int,
+                      checkpointing: CheckpointSettings | None = None,
+                      state_backend: StateBackend | None = None) -> JobGraph:
+    """Validate the declared transformations and build the job graph. Raises :class:`JobGraphError`.
+
+    ``state_backend`` makes every keyed operator's state (default: :class:`HashMapStateBackend`).
+    """
     physical = sorted((t for t in transformations if not t.is_virtual), key=lambda t: t.id)
     if not any(t.kind == "sink" for t in physical):
         raise JobGraphError(
@@ -160,4 +176,5 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
             edges.append(chain_edge)
             chains[src_chain].outputs.append(chain_edge)
             chains[dst_chain].inputs.append(chain_edge)
-    return JobGraph(job_name, chains, edges, max_p, buffer_timeout_ms, batch_size)
+    return JobGraph(job_name, chains, edges, max_p, buffer_timeout_ms, batch_size, checkpointing,
+                    state_backend if state_backend is not None else HashMapStateBackend())

@@ -3,6 +3,14 @@
 Built by :mod:`runtime.graph.compile` from the transformations a program declared; shipped pickled to every
 slot. A chain runs its operators back to back on one thread; every (producer subtask, consumer subtask) pair
 of a :class:`ChainEdge` is a channel.
+
+>>> edge = ChainEdge(0, source_chain=0, target_chain=1, partitioner=REBALANCE, type_info=None,
+...                  source_parallelism=2, target_parallelism=3)
+>>> list(edge.targets_of(1)), list(edge.producers_of(2))
+([0, 1, 2], [0, 1])
+>>> forward = ChainEdge(1, 0, 1, FORWARD, None, 2, 2)
+>>> list(forward.targets_of(1)), list(forward.producers_of(1))
+([1], [1])
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from runtime.ids import ChainIndex, SubtaskIndex
 from runtime.types import TypeInformation
 
 __all__ = [
@@ -70,8 +79,8 @@ class ChainEdge:
     """A data edge between two chains; every (producer subtask, consumer subtask) pair it links is a channel."""
 
     id: int
-    source_chain: int
-    target_chain: int
+    source_chain: ChainIndex
+    target_chain: ChainIndex
     partitioner: Partitioner
     type_info: TypeInformation | None
     source_parallelism: int
@@ -79,13 +88,13 @@ class ChainEdge:
     side_tag: str | None = None  # this edge carries the producer's side output with this tag
     schema: Any = None  # a pyarrow.Schema when the edge carries Arrow record batches (columnar path)
 
-    def targets_of(self, producer: int) -> range:
+    def targets_of(self, producer: SubtaskIndex) -> range:
         """Consumer subtasks that producer subtask ``producer`` sends to."""
         if self.partitioner.kind == "forward":
             return range(producer, producer + 1)
         return range(self.target_parallelism)
 
-    def producers_of(self, consumer: int) -> range:
+    def producers_of(self, consumer: SubtaskIndex) -> range:
         """Producer subtasks that send to consumer subtask ``consumer``."""
         if self.partitioner.kind == "forward":
             return range(consumer, consumer + 1)
@@ -94,9 +103,9 @@ class ChainEdge:
 
 @dataclass(eq=False)
 class Chain:
-    """Operators run back to back in one task; ``operators[0]`` is the head."""
+    """Operators run back to back on one thread of a slot; ``operators[0]`` is the head."""
 
-    index: int
+    index: ChainIndex
     operators: list[OperatorNode]
     parallelism: int
     inputs: list[ChainEdge] = field(default_factory=list)
@@ -105,6 +114,11 @@ class Chain:
     @property
     def name(self) -> str:
         return " -> ".join(op.name for op in self.operators)
+
+    def describe(self) -> str:
+        """How messages name this chain: its operators' names and uids."""
+        uids = ", ".join(op.uid for op in self.operators)
+        return f"'{self.name}' (uid{'s' if len(self.operators) > 1 else ''} {uids})"
 
     @property
     def is_source(self) -> bool:
@@ -118,7 +132,7 @@ class Chain:
 
 @dataclass(frozen=True)
 class CheckpointSettings:
-    """What tasks need to know about checkpointing: alignment mode and where to write."""
+    """What slots need to know about checkpointing: alignment mode and where to write."""
 
     exactly_once: bool
     storage: Any  # state_backends.storage.CheckpointStorage
@@ -133,6 +147,7 @@ class JobGraph:
     buffer_timeout_ms: float
     batch_size: int
     checkpointing: CheckpointSettings | None = None
+    state_backend: Any = None  # a state_backends.base.StateBackend: makes each keyed operator's state
     columnar_batch_size: int = 65536  # rows per Arrow batch on the columnar path
 
     @property
@@ -145,12 +160,12 @@ class JobGraph:
         return [op for chain in self.chains for op in chain.operators]
 
     def describe(self) -> str:
-        lines = [f"Job '{self.job_name}': {len(self.chains)} tasks in {self.slots} slots, "
+        lines = [f"Job '{self.job_name}': {len(self.chains)} chains in {self.slots} slots, "
                  f"max parallelism {self.max_parallelism}"]
         for chain in self.chains:
-            lines.append(f"  task {chain.index} [p={chain.parallelism}] {chain.name}")
+            lines.append(f"  chain {chain.index} [p={chain.parallelism}] {chain.describe()}")
             for edge in chain.outputs:
-                lines.append(f"    --{edge.partitioner!r}--> task {edge.target_chain}")
+                lines.append(f"    --{edge.partitioner!r}--> chain {edge.target_chain}")
         return "\n".join(lines)
 
 

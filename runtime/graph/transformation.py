@@ -2,6 +2,11 @@
 
 Physical kinds (source, operator, sink) become operators of the job graph; virtual kinds (partition for
 ``key_by``/``rebalance``/..., union, side output) become edges. See :mod:`runtime.graph.compile`.
+
+>>> source = Transformation("source", "numbers")
+>>> keyed = Transformation("partition", "KeyBy", [source])
+>>> source.is_virtual, keyed.is_virtual, keyed.inputs[0].name
+(False, True, 'numbers')
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runtime.errors import InvalidRecordError
 from runtime.keys.key_groups import assign_to_key_group
 
 __all__ = ["column_key_groups", "column_subtasks"]
@@ -79,7 +80,7 @@ def column_key_groups(column: pa.Array | pa.ChunkedArray, max_parallelism: int) 
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if column.null_count:
-        raise ValueError("a key column must not contain nulls: filter them out or fill them first")
+        raise InvalidRecordError("a key column must not contain nulls: filter them out or fill them first")
     kind = column.type
     if pa.types.is_integer(kind) and not (pa.types.is_uint64(kind)):
         return _integer_key_groups(column, max_parallelism)

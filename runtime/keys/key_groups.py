@@ -10,6 +10,12 @@ Flink's rules:
   ``[ceil(i * maxP / p), floor(((i + 1) * maxP - 1) / p)]``.
 
 Preconditions (checked by the job graph, assumed here): ``1 <= parallelism <= max_parallelism <= 32768``.
+
+>>> key_group_range(128, parallelism=2, subtask=0), key_group_range(128, parallelism=2, subtask=1)
+(KeyGroupRange(start=0, end=63), KeyGroupRange(start=64, end=127))
+>>> group = assign_to_key_group("spark", 128)
+>>> group, key_group_to_subtask(group, 128, 2), group in key_group_range(128, 2, 0)
+(24, 0, True)
 """
 
 from __future__ import annotations
@@ -37,7 +43,12 @@ _M32 = 0xFFFFFFFF
 
 
 class KeyGroupRange(NamedTuple):
-    """The inclusive range ``start..end`` of key groups one subtask owns."""
+    """The inclusive range ``start..end`` of key groups one subtask owns.
+
+    >>> owned = KeyGroupRange(43, 85)
+    >>> len(owned), 85 in owned, 86 in owned, list(owned)[:3]
+    (43, True, False, [43, 44, 45])
+    """
 
     start: int
     end: int
@@ -53,7 +64,11 @@ class KeyGroupRange(NamedTuple):
 
 
 def default_max_parallelism(parallelism: int) -> int:
-    """Flink's default: ``roundUpToPowerOfTwo(p + p / 2)`` clamped to ``[128, 32768]``."""
+    """Flink's default: ``roundUpToPowerOfTwo(p + p / 2)`` clamped to ``[128, 32768]``.
+
+    >>> default_max_parallelism(4), default_max_parallelism(200)
+    (128, 512)
+    """
     wanted = parallelism + parallelism // 2
     power = 1 << max(0, (wanted - 1).bit_length())
     return min(max(power, MIN_MAX_PARALLELISM), UPPER_BOUND_MAX_PARALLELISM)

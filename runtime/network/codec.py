@@ -11,6 +11,14 @@ their batches are the wire format (:class:`ColumnarCodec`).
 
 Events (end of input, checkpoint barriers; see :mod:`runtime.protocol.events`) travel in the same stream as
 zero-row batches, so they stay ordered with the records of their channel.
+
+>>> from runtime.types import Types
+>>> typed, pickled = RecordCodec(Types.LONG()), RecordCodec(None)
+>>> typed.encode([1, 2, 3]).schema.types, typed.decode(typed.encode([1, 2, 3]))
+([DataType(int64)], [1, 2, 3])
+>>> batch = pickled.encode([("a", 1), ("b", 2)])
+>>> batch.num_rows, pickled.decode(batch)  # one pickled value for the whole batch
+(1, [('a', 1), ('b', 2)])
 """
 
 from __future__ import annotations
@@ -66,7 +74,14 @@ class RecordCodec:
 
 
 class ColumnarCodec:
-    """The codec of a columnar edge: its records are Arrow record batches of ``schema`` already."""
+    """The codec of a columnar edge: its records are Arrow record batches of ``schema`` already.
+
+    >>> import pyarrow as pa
+    >>> codec = ColumnarCodec(pa.schema([("value", pa.int64())]))
+    >>> batch = codec.encode([pa.record_batch({"value": [1]}), pa.record_batch({"value": [2, 3]})])
+    >>> batch.num_rows, codec.decode(batch) == [batch]
+    (3, True)
+    """
 
     def __init__(self, schema: pa.Schema):
         self.schema = schema

@@ -1,11 +1,23 @@
-"""Routing a task's output records to the channels of its output edges, with batching.
+"""Routing a chain subtask's output records to the channels of its output edges, with batching.
 
 Records are appended to one buffer per channel; a buffer is sent when it reaches ``batch_size`` records, or
-when the task calls :meth:`RecordWriter.flush` (it does so every buffer timeout, and before an event). Only
-the task's own thread touches a writer, so there are no locks here.
+when the subtask calls :meth:`RecordWriter.flush` (it does so every buffer timeout, and before an event).
+Only the subtask's own thread touches a writer, so there are no locks here.
 
 Columnar edges (Arrow record batches) have their own writer: a batch is split by target with Arrow kernels,
 never row by row, and buffers count rows rather than batches.
+
+>>> from runtime.graph.job_graph import ChainEdge, Partitioner
+>>> from runtime.keys.key_groups import subtask_for_key
+>>> class Collected:  # a channel that keeps what it is sent
+...     def __init__(self): self.batches = []
+...     def send(self, records): self.batches.append(records)
+>>> edge = ChainEdge(0, 0, 1, Partitioner("hash", key_selector=lambda r: r % 10), None, 1, 2)
+>>> channels = {0: Collected(), 1: Collected()}
+>>> writer = EdgeWriter(edge, 0, channels, batch_size=100, max_parallelism=128)
+>>> writer.emit(list(range(20))); writer.flush()
+>>> all(subtask_for_key(r % 10, 128, 2) == target for target in (0, 1) for r in channels[target].batches[0])
+True
 """
 
 from __future__ import annotations
@@ -14,10 +26,10 @@ from typing import Callable
 
 import pyarrow.compute as pc
 
-from runtime.keys.arrow_key_groups import column_subtasks
-from runtime.protocol.events import Event
 from runtime.graph.job_graph import ChainEdge
+from runtime.keys.arrow_key_groups import column_subtasks
 from runtime.keys.key_groups import assign_to_key_group
+from runtime.protocol.events import Event
 from runtime.side_outputs import SideOutputRecord
 
 __all__ = ["EdgeWriter", "ColumnarEdgeWriter", "RecordWriter"]

@@ -1,47 +1,131 @@
-"""The checkpoint protocol's decisions, as pure functions and small state objects (no I/O, no clock).
+"""A checkpoint's life as small values, and the protocol's decisions as pure functions (no I/O, no clock).
 
-The coordinator reads the facts (time, pending checkpoints, acks), asks these functions what to do, and
-carries it out. Tested without Spark.
+- :class:`PendingCheckpoint` collects one acknowledgement per chain subtask; :meth:`~PendingCheckpoint.acknowledge`
+  says what an ack did (:class:`AckResult`).
+- :class:`CompletedCheckpoint` is what ``_metadata`` describes: frozen, passed between the coordinator,
+  restore planning, inspection and storage, converted to and from ``_metadata`` in one place
+  (:meth:`~CompletedCheckpoint.to_metadata`, :meth:`~CompletedCheckpoint.from_metadata`).
+- :class:`StateHandle` is one state file of one operator subtask, with the key groups it holds;
+  :class:`RestoreSpec` is what one operator subtask reads on a restore.
+
+The coordinator reads the facts (time, pending checkpoints, acks), asks these functions and objects what to
+do, and carries it out. Tested without Spark.
+
+>>> pending = PendingCheckpoint(CheckpointId(1), 0.0, frozenset({SubtaskId(0, 0), SubtaskId(0, 1)}))
+>>> pending.acknowledge(SubtaskAck(SubtaskId(0, 0)))
+<AckResult.SUCCESS: 'success'>
+>>> pending.acknowledge(SubtaskAck(SubtaskId(0, 0)))
+<AckResult.DUPLICATE: 'duplicate'>
+>>> pending.is_complete
+False
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from enum import Enum
+from typing import Any, Iterable, Mapping
+
+from runtime.ids import ChainIndex, CheckpointId, KeyGroup, SubtaskIndex
 
 __all__ = [
-    "TaskId",
+    "OPERATOR_STATE_GROUP",
+    "METADATA_FORMAT",
+    "SubtaskId",
+    "StateHandle",
+    "SubtaskAck",
+    "AckResult",
+    "CheckpointStats",
     "should_trigger",
     "PendingCheckpoint",
-    "TaskAck",
-    "Stats",
+    "OperatorState",
+    "CompletedCheckpoint",
     "RestoreSpec",
 ]
 
+# The "key group" under which an operator subtask's non-keyed (operator list) state is stored.
+OPERATOR_STATE_GROUP = KeyGroup(-1)
+METADATA_FORMAT = 1
+
 
 @dataclass(frozen=True, order=True)
-class TaskId:
+class SubtaskId:
     """One chain subtask: the unit that acknowledges a checkpoint."""
 
-    chain: int
-    subtask: int
+    chain: ChainIndex
+    subtask: SubtaskIndex
 
 
 @dataclass(frozen=True)
-class TaskAck:
-    """What one task contributed to a checkpoint: its state files and timings."""
+class StateHandle:
+    """One state file: whose it is, where (relative to its checkpoint's directory), and what it holds.
 
-    task: TaskId
-    files: tuple  # of state_backends.storage.StateFileInfo
-    sync_ms: float
-    async_ms: float
-    alignment_ms: float
-    source_offsets: dict = field(default_factory=dict)
+    >>> handle = StateHandle("count", 1, "count/1.arrow", 512, (64, 70, OPERATOR_STATE_GROUP))
+    >>> handle.keyed_groups, handle.has_operator_state
+    ((64, 70), True)
+    >>> StateHandle.from_metadata(handle.to_metadata()) == handle
+    True
+    """
+
+    uid: str
+    subtask: SubtaskIndex
+    path: str
+    size: int
+    key_groups: tuple[KeyGroup, ...]  # in the file's batch order
+    checksum: str | None = None  # reserved: crc of the file, once storage computes it while writing
+
+    @property
+    def keyed_groups(self) -> tuple[KeyGroup, ...]:
+        return tuple(g for g in self.key_groups if g != OPERATOR_STATE_GROUP)
+
+    @property
+    def has_operator_state(self) -> bool:
+        return OPERATOR_STATE_GROUP in self.key_groups
+
+    def to_metadata(self) -> dict:
+        entry = {"uid": self.uid, "subtask": self.subtask, "path": self.path, "size": self.size,
+                 "key_groups": list(self.key_groups)}
+        if self.checksum is not None:
+            entry["checksum"] = self.checksum
+        return entry
+
+    @classmethod
+    def from_metadata(cls, entry: Mapping) -> "StateHandle":
+        return cls(str(entry["uid"]), SubtaskIndex(int(entry["subtask"])), str(entry["path"]), int(entry["size"]),
+                   tuple(KeyGroup(int(g)) for g in entry["key_groups"]), entry.get("checksum"))
 
 
 @dataclass(frozen=True)
-class Stats:
-    checkpoint_id: int
+class SubtaskAck:
+    """What one chain subtask contributed to a checkpoint: its state files, timings, source positions."""
+
+    subtask: SubtaskId
+    state: tuple[StateHandle, ...] = ()
+    sync_ms: float = 0.0
+    async_ms: float = 0.0
+    alignment_ms: float = 0.0
+    source_positions: Mapping[str, str] = field(default_factory=dict)  # operator uid -> repr of position
+
+
+class AckResult(Enum):
+    """What an acknowledgement did to a pending checkpoint (Flink's ``TaskAcknowledgeResult``).
+
+    Only SUCCESS keeps the ack's state files; the coordinator discards those of UNKNOWN and DISCARDED acks
+    (a subtask the checkpoint did not expect, or a checkpoint aborted meanwhile) and ignores a DUPLICATE.
+    """
+
+    SUCCESS = "success"
+    DUPLICATE = "duplicate"
+    UNKNOWN = "unknown"
+    DISCARDED = "discarded"
+
+
+@dataclass(frozen=True)
+class CheckpointStats:
+    """Timings and size of one completed checkpoint (the worst subtask's sync, async and alignment)."""
+
+    checkpoint_id: CheckpointId
     duration_ms: float
     sync_ms: float
     async_ms: float
@@ -49,12 +133,26 @@ class Stats:
     bytes: int
     completed_at: float = 0.0  # wall clock, epoch seconds: with duration_ms, when the checkpoint ran
 
+    def to_metadata(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_metadata(cls, entry: Mapping) -> "CheckpointStats":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in entry.items() if k in names})
+
 
 def should_trigger(now_ms: float, interval_ms: float | None, last_trigger_ms: float | None,
                    last_completion_ms: float | None, min_pause_ms: float, pending: int, max_concurrent: int,
-                   all_tasks_running: bool) -> bool:
-    """Whether to start a checkpoint now."""
-    if interval_ms is None or not all_tasks_running or pending >= max_concurrent:
+                   all_subtasks_running: bool) -> bool:
+    """Whether to start a checkpoint now.
+
+    >>> should_trigger(1000, 100, 850, None, 0, pending=0, max_concurrent=1, all_subtasks_running=True)
+    True
+    >>> should_trigger(1000, 100, 950, None, 0, pending=0, max_concurrent=1, all_subtasks_running=True)
+    False
+    """
+    if interval_ms is None or not all_subtasks_running or pending >= max_concurrent:
         return False
     if last_trigger_ms is not None and now_ms - last_trigger_ms < interval_ms:
         return False
@@ -63,51 +161,167 @@ def should_trigger(now_ms: float, interval_ms: float | None, last_trigger_ms: fl
     return True
 
 
+class PendingState(Enum):
+    COLLECTING = "collecting"
+    DISCARDED = "discarded"
+
+
 @dataclass
 class PendingCheckpoint:
-    """A triggered checkpoint collecting acknowledgements from every task."""
+    """A triggered checkpoint collecting acknowledgements from every expected chain subtask."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     triggered_ms: float
-    expected: frozenset
-    acks: dict = field(default_factory=dict)
+    expected: frozenset[SubtaskId]
+    acks: dict[SubtaskId, SubtaskAck] = field(default_factory=dict)
+    state: PendingState = PendingState.COLLECTING
 
-    def acknowledge(self, ack: TaskAck) -> bool:
-        """Record ``ack``; True once every expected task has acknowledged."""
-        if ack.task in self.expected:
-            self.acks[ack.task] = ack
-        return self.is_complete
+    def acknowledge(self, ack: SubtaskAck) -> AckResult:
+        """Record ``ack`` if it is the first from an expected subtask of a checkpoint still collecting."""
+        if self.state is PendingState.DISCARDED:
+            return AckResult.DISCARDED
+        if ack.subtask not in self.expected:
+            return AckResult.UNKNOWN
+        if ack.subtask in self.acks:
+            return AckResult.DUPLICATE
+        self.acks[ack.subtask] = ack
+        return AckResult.SUCCESS
+
+    def discard(self) -> None:
+        """The checkpoint was aborted: acks arriving from now on are DISCARDED."""
+        self.state = PendingState.DISCARDED
 
     @property
     def is_complete(self) -> bool:
-        return len(self.acks) == len(self.expected)
+        return self.state is PendingState.COLLECTING and len(self.acks) == len(self.expected)
 
     def timed_out(self, now_ms: float, timeout_ms: float) -> bool:
         return now_ms - self.triggered_ms > timeout_ms
 
-    def stats(self, now_ms: float) -> Stats:
+    def stats(self, now_ms: float, completed_at: float = 0.0) -> CheckpointStats:
         acks = list(self.acks.values())
-        return Stats(self.checkpoint_id, round(now_ms - self.triggered_ms, 2),
-                     round(max((a.sync_ms for a in acks), default=0.0), 3),
-                     round(max((a.async_ms for a in acks), default=0.0), 3),
-                     round(max((a.alignment_ms for a in acks), default=0.0), 3),
-                     sum(f.size for a in acks for f in a.files))
+        return CheckpointStats(self.checkpoint_id, round(now_ms - self.triggered_ms, 2),
+                               round(max((a.sync_ms for a in acks), default=0.0), 3),
+                               round(max((a.async_ms for a in acks), default=0.0), 3),
+                               round(max((a.alignment_ms for a in acks), default=0.0), 3),
+                               sum(h.size for a in acks for h in a.state), completed_at)
 
 
-def source_offsets(acks: Any) -> dict:
-    """Source positions of every task, by operator uid and subtask, for ``_metadata``."""
-    offsets: dict = {}
-    for ack in acks:
-        for uid, value in ack.source_offsets.items():
-            offsets.setdefault(uid, {})[str(ack.task.subtask)] = value
-    return offsets
+@dataclass(frozen=True)
+class OperatorState:
+    """One operator's part of a completed checkpoint: its state files and its sources' positions.
+
+    ``source_positions`` maps a subtask index to the repr of that source subtask's position (for people and
+    the CLI; the position itself is in the operator state files).
+    """
+
+    uid: str
+    name: str
+    parallelism: int
+    handles: tuple[StateHandle, ...] = ()
+    source_positions: Mapping[int, str] = field(default_factory=dict)
+
+    @property
+    def keyed_handles(self) -> tuple[StateHandle, ...]:
+        return tuple(h for h in self.handles if h.keyed_groups)
+
+    @property
+    def operator_state_handles(self) -> tuple[StateHandle, ...]:
+        return tuple(h for h in self.handles if h.has_operator_state)
+
+
+@dataclass(frozen=True)
+class CompletedCheckpoint:
+    """A committed checkpoint: what its ``_metadata`` says.
+
+    >>> checkpoint = CompletedCheckpoint(CheckpointId(3), "job", 0, 0, 2, 128, (
+    ...     OperatorState("count", "count", 2, (StateHandle("count", 0, "count/0.arrow", 10, (5,)),)),))
+    >>> CompletedCheckpoint.from_metadata(checkpoint.to_metadata()) == checkpoint
+    True
+    >>> checkpoint.operator("count").handles[0].path, checkpoint.bytes
+    ('count/0.arrow', 10)
+    """
+
+    checkpoint_id: CheckpointId
+    job_name: str
+    timestamp_ms: int
+    attempt: int
+    parallelism: int  # the job's: its highest operator parallelism (slots)
+    max_parallelism: int
+    operators: tuple[OperatorState, ...]
+    stats: CheckpointStats | None = None
+
+    def operator(self, uid: str) -> OperatorState | None:
+        return next((op for op in self.operators if op.uid == uid), None)
+
+    @property
+    def state_handles(self) -> tuple[StateHandle, ...]:
+        return tuple(h for op in self.operators for h in op.handles)
+
+    @property
+    def bytes(self) -> int:
+        return sum(h.size for h in self.state_handles)
+
+    @classmethod
+    def from_acks(cls, pending: PendingCheckpoint, job_name: str, operators: Iterable[tuple[str, str, int]],
+                  max_parallelism: int, attempt: int, timestamp_ms: int,
+                  stats: CheckpointStats) -> "CompletedCheckpoint":
+        """Assemble a completed checkpoint from a pending one's acks; ``operators`` are the job's
+        ``(uid, name, parallelism)`` in graph order."""
+        handles: dict[str, list[StateHandle]] = {}
+        positions: dict[str, dict[int, str]] = {}
+        for ack in sorted(pending.acks.values(), key=lambda a: a.subtask):
+            for handle in ack.state:
+                handles.setdefault(handle.uid, []).append(handle)
+            for uid, position in ack.source_positions.items():
+                positions.setdefault(uid, {})[int(ack.subtask.subtask)] = position
+        states = tuple(OperatorState(uid, name, parallelism, tuple(handles.get(uid, ())), positions.get(uid, {}))
+                       for uid, name, parallelism in operators)
+        return cls(pending.checkpoint_id, job_name, timestamp_ms, attempt,
+                   max((op.parallelism for op in states), default=1), max_parallelism, states, stats)
+
+    def to_metadata(self) -> dict:
+        """The JSON-able content of ``_metadata``."""
+        return {
+            "format": METADATA_FORMAT,
+            "checkpoint_id": self.checkpoint_id,
+            "job_name": self.job_name,
+            "timestamp_ms": self.timestamp_ms,
+            "attempt": self.attempt,
+            "parallelism": self.parallelism,
+            "max_parallelism": self.max_parallelism,
+            "operators": {op.uid: {"name": op.name, "parallelism": op.parallelism,
+                                   "files": [h.to_metadata() for h in op.handles]} for op in self.operators},
+            "source_offsets": {op.uid: {str(s): p for s, p in sorted(op.source_positions.items())}
+                               for op in self.operators if op.source_positions},
+            "stats": self.stats.to_metadata() if self.stats is not None else None,
+        }
+
+    @classmethod
+    def from_metadata(cls, data: Mapping[str, Any]) -> "CompletedCheckpoint":
+        """Parse ``_metadata``; raises ``ValueError`` (or ``KeyError``/``TypeError``) when it is malformed."""
+        if data.get("format", METADATA_FORMAT) > METADATA_FORMAT:
+            raise ValueError(f"metadata format {data['format']} is newer than this Chandy reads "
+                             f"({METADATA_FORMAT}): restore it with a newer Chandy")
+        positions = data.get("source_offsets") or {}
+        operators = tuple(
+            OperatorState(uid, str(op.get("name", uid)), int(op.get("parallelism", 1)),
+                          tuple(StateHandle.from_metadata(f) for f in op.get("files", [])),
+                          {int(s): str(p) for s, p in positions.get(uid, {}).items()})
+            for uid, op in data["operators"].items())
+        stats = data.get("stats")
+        parallelism = data.get("parallelism") or max((op.parallelism for op in operators), default=1)
+        return cls(CheckpointId(int(data["checkpoint_id"])), str(data.get("job_name", "")),
+                   int(data.get("timestamp_ms", 0)), int(data.get("attempt", 0)), int(parallelism),
+                   int(data["max_parallelism"]), operators,
+                   CheckpointStats.from_metadata(stats) if stats else None)
 
 
 @dataclass(frozen=True)
 class RestoreSpec:
     """What one operator subtask reads: files holding its key groups, and every operator-state file."""
 
-    checkpoint_id: int
-    keyed_files: tuple  # file entries of _metadata
-    operator_files: tuple
-    key_groups: tuple[int, int]  # inclusive range this subtask owns
+    checkpoint_id: CheckpointId
+    keyed: tuple[StateHandle, ...]
+    operator: tuple[StateHandle, ...]
+    key_groups: tuple[KeyGroup, KeyGroup]  # inclusive range this subtask owns

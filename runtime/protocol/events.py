@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runtime.errors import ProtocolError
+
 __all__ = ["Event", "EndOfInput", "END_OF_INPUT", "CheckpointBarrier", "event_from_metadata"]
 
 _EVENT_KEY = b"chandy.event"
@@ -57,6 +59,6 @@ def event_from_metadata(metadata) -> Event | None:
         return CheckpointBarrier(int(metadata[_CHECKPOINT_KEY]))
     if kind is None:
         return None
-    raise ValueError(f"Unknown event in data stream: {kind!r}")
+    raise ProtocolError(f"Unknown event in a data stream: {kind!r} (are all processes on the same Chandy version?)")
 
 

@@ -1,23 +1,36 @@
-"""The control protocol between the driver's coordinator and the tasks: typed, immutable messages.
+"""The control protocol between the driver and the slots: typed, immutable messages.
 
-Every message carries the job ``attempt`` it belongs to; a receiver ignores messages of other attempts,
-so a slow task of a cancelled attempt can never confuse a newer one.
+Every message carries the job ``attempt`` it belongs to; a receiver ignores messages of other attempts, so a
+slow slot of a cancelled attempt can never confuse a newer one. Messages about checkpoints derive from
+:class:`CheckpointMessage`: the driver's control server hands them straight to the checkpoint coordinator;
+everything else a slot says goes to the job master.
+
+>>> TriggerCheckpoint(attempt=0, checkpoint_id=3)
+TriggerCheckpoint(attempt=0, checkpoint_id=3)
+>>> isinstance(DeclineCheckpoint(0, 3, 1, 0, "disk full", DeclineKind.FAILED), CheckpointMessage)
+True
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
+
+from runtime.ids import Attempt, ChainIndex, CheckpointId, SlotIndex, SubtaskIndex
 
 __all__ = [
     "Message",
     "Register",
     "Addresses",
-    "TaskFailed",
-    "TaskFinished",
+    "FailurePhase",
+    "SlotFailed",
+    "SlotFinished",
     "Cancel",
+    "CheckpointMessage",
     "SubtaskFinished",
     "TriggerCheckpoint",
     "AcknowledgeCheckpoint",
+    "DeclineKind",
     "DeclineCheckpoint",
     "NotifyCheckpointComplete",
     "NotifyCheckpointAborted",
@@ -26,14 +39,17 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Message:
-    attempt: int
+    attempt: Attempt
+
+
+# -- slot lifecycle ----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Register(Message):
-    """Task -> coordinator: slot ``slot`` is up and its data server listens on ``host:port``."""
+    """Slot -> driver: slot ``slot`` is up and its data server listens on ``host:port``."""
 
-    slot: int
+    slot: SlotIndex
     host: str
     port: int
     pid: int
@@ -41,86 +57,119 @@ class Register(Message):
 
 @dataclass(frozen=True)
 class Addresses(Message):
-    """Coordinator -> tasks: every slot's data server address, indexed by slot; sent once all registered."""
+    """Driver -> slots: every slot's data server address, indexed by slot; sent once all registered."""
 
     addresses: tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True)
-class TaskFailed(Message):
-    """Task -> coordinator: an operator (or the runtime) raised. ``traceback`` is the formatted original."""
+class FailurePhase(Enum):
+    """Where a failure happened; a failure while loading the job or in ``open()`` may repeat on a restart."""
 
-    slot: int
+    LOAD = "loading the job"
+    OPEN = "open()"
+    RUN = "processing"
+    RUNTIME = "the Chandy runtime"
+
+
+@dataclass(frozen=True)
+class SlotFailed(Message):
+    """Slot -> driver: an operator (or the runtime) raised. ``traceback`` is the formatted original.
+
+    ``retryable`` is False when the error would repeat on a restart (see :mod:`runtime.errors`).
+    """
+
+    slot: SlotIndex
     operator_name: str | None
-    subtask: int
+    operator_uid: str | None
+    subtask: SubtaskIndex
     error_type: str
     error_message: str
     traceback: str
     exception: bytes | None = None  # the pickled exception, when it pickles
+    retryable: bool = True
+    phase: FailurePhase = FailurePhase.RUN
 
 
 @dataclass(frozen=True)
-class TaskFinished(Message):
-    """Task -> coordinator: every chain in the slot consumed all its input and finished."""
+class SlotFinished(Message):
+    """Slot -> driver: every chain subtask in the slot consumed all its input and finished."""
 
-    slot: int
+    slot: SlotIndex
 
 
 @dataclass(frozen=True)
 class Cancel(Message):
-    """Coordinator -> tasks: stop now; the job is cancelled or another task failed."""
+    """Driver -> slots: stop now; the job is cancelled or another slot failed."""
 
     reason: str
 
 
-@dataclass(frozen=True)
-class SubtaskFinished(Message):
-    """Task -> coordinator: one chain subtask consumed all its input (no more checkpoints can include it)."""
-
-    chain: int
-    subtask: int
+# -- checkpoints ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class TriggerCheckpoint(Message):
-    """Coordinator -> tasks: sources, record your position and emit barrier ``checkpoint_id``."""
-
-    checkpoint_id: int
+class CheckpointMessage(Message):
+    """A message of the checkpoint protocol (routed to and from the checkpoint coordinator)."""
 
 
 @dataclass(frozen=True)
-class AcknowledgeCheckpoint(Message):
-    """Task -> coordinator: one chain subtask's state for ``checkpoint_id`` is durably stored."""
+class SubtaskFinished(CheckpointMessage):
+    """Slot -> coordinator: one chain subtask consumed all its input (no later checkpoint can include it)."""
 
-    checkpoint_id: int
-    chain: int
-    subtask: int
-    files: tuple  # of state_backends.storage.StateFileInfo
-    sync_ms: float
-    async_ms: float
-    alignment_ms: float
-    source_offsets: dict  # operator uid -> repr of the source's position
+    chain: ChainIndex
+    subtask: SubtaskIndex
 
 
 @dataclass(frozen=True)
-class DeclineCheckpoint(Message):
-    """Task -> coordinator: the task cannot take part in ``checkpoint_id``."""
+class TriggerCheckpoint(CheckpointMessage):
+    """Coordinator -> slots: sources, record your position and emit barrier ``checkpoint_id``."""
 
-    checkpoint_id: int
-    chain: int
-    subtask: int
+    checkpoint_id: CheckpointId
+
+
+@dataclass(frozen=True)
+class AcknowledgeCheckpoint(CheckpointMessage):
+    """Slot -> coordinator: one chain subtask's state for ``checkpoint_id`` is durably stored."""
+
+    checkpoint_id: CheckpointId
+    chain: ChainIndex
+    subtask: SubtaskIndex
+    state: tuple = ()  # of runtime.protocol.checkpoints.StateHandle
+    sync_ms: float = 0.0
+    async_ms: float = 0.0
+    alignment_ms: float = 0.0
+    source_positions: dict = field(default_factory=dict)  # operator uid -> repr of the source's position
+
+
+class DeclineKind(Enum):
+    """Why a subtask declines: an expected end (not a failure), a failure a later checkpoint may not
+    repeat, or a failure every later checkpoint will repeat (the job fails at once)."""
+
+    FINISHED = "finished"
+    FAILED = "failed"
+    FATAL = "fatal"
+
+
+@dataclass(frozen=True)
+class DeclineCheckpoint(CheckpointMessage):
+    """Slot -> coordinator: the chain subtask cannot take part in ``checkpoint_id``."""
+
+    checkpoint_id: CheckpointId
+    chain: ChainIndex
+    subtask: SubtaskIndex
     reason: str
+    kind: DeclineKind = DeclineKind.FAILED
 
 
 @dataclass(frozen=True)
-class NotifyCheckpointComplete(Message):
-    """Coordinator -> tasks: ``checkpoint_id`` is committed (and with it every earlier one)."""
+class NotifyCheckpointComplete(CheckpointMessage):
+    """Coordinator -> slots: ``checkpoint_id`` is committed (and with it every earlier one)."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
 
 
 @dataclass(frozen=True)
-class NotifyCheckpointAborted(Message):
-    """Coordinator -> tasks: ``checkpoint_id`` will never complete; drop what was kept for it."""
+class NotifyCheckpointAborted(CheckpointMessage):
+    """Coordinator -> slots: ``checkpoint_id`` will never complete; drop what was kept for it."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId

@@ -2,6 +2,14 @@
 
 A frame is a 4-byte big-endian length and a pickle of one :mod:`runtime.protocol.messages` value. Both ends are
 Chandy processes of the same job, so pickle is safe here; it is never used on data from outside.
+
+>>> from runtime.protocol.messages import Cancel
+>>> server = socket.create_server(("127.0.0.1", 0))
+>>> sender = MessageSocket(socket.create_connection(server.getsockname()))
+>>> receiver = MessageSocket(server.accept()[0])
+>>> sender.send(Cancel(attempt=3, reason="cancelled by the user")); receiver.receive()
+Cancel(attempt=3, reason='cancelled by the user')
+>>> sender.close(); receiver.close(); server.close()
 """
 
 from __future__ import annotations

@@ -1,11 +1,19 @@
-"""Human-readable views of a job's checkpoints, for the ``chandy`` command."""
+"""Human-readable views of a job's checkpoints, for the ``chandy`` command.
+
+Both take the job's directory, ``<checkpoint storage>/<job name>``, as a path or any fsspec URL:
+
+>>> print(list_checkpoints("memory://inspection-doc/my-job"))
+No completed checkpoint in .../my-job
+"""
 
 from __future__ import annotations
 
 import datetime
 import os
 
-from state_backends.storage import OPERATOR_STATE_GROUP, CheckpointStorage
+from runtime.ids import CheckpointId
+from runtime.protocol.checkpoints import CompletedCheckpoint
+from state_backends.storage import CheckpointStorage
 
 __all__ = ["list_checkpoints", "describe_checkpoint"]
 
@@ -15,8 +23,8 @@ def _storage(directory: str) -> CheckpointStorage:
     return CheckpointStorage.for_job_directory(url)
 
 
-def _when(metadata: dict) -> str:
-    stamp = datetime.datetime.fromtimestamp(metadata["timestamp_ms"] / 1000, datetime.timezone.utc)
+def _when(checkpoint: CompletedCheckpoint) -> str:
+    stamp = datetime.datetime.fromtimestamp(checkpoint.timestamp_ms / 1000, datetime.timezone.utc)
     return stamp.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -24,39 +32,38 @@ def list_checkpoints(directory: str) -> str:
     """One line per completed checkpoint: id, time, size, duration, and whether it can be restored."""
     storage = _storage(directory)
     rows = [f"{'id':>6}  {'completed':23}  {'bytes':>12}  {'duration ms':>11}  restorable"]
-    for metadata in storage.completed():
-        stats = metadata.get("stats", {})
-        problems = storage.problems(metadata)
-        rows.append(f"{metadata['checkpoint_id']:>6}  {_when(metadata):23}  {stats.get('bytes', 0):>12,}  "
-                    f"{stats.get('duration_ms', 0):>11,.0f}  {'yes' if not problems else 'NO: ' + problems[0]}")
+    for checkpoint in storage.completed():
+        duration = checkpoint.stats.duration_ms if checkpoint.stats is not None else 0
+        problems = storage.problems(checkpoint)
+        rows.append(f"{checkpoint.checkpoint_id:>6}  {_when(checkpoint):23}  {checkpoint.bytes:>12,}  "
+                    f"{duration:>11,.0f}  {'yes' if not problems else 'NO: ' + problems[0]}")
     if len(rows) == 1:
         return f"No completed checkpoint in {storage.job_dir}"
     return "\n".join(rows)
 
 
 def describe_checkpoint(directory: str, checkpoint_id: int) -> str:
-    """Operators, subtasks, key-group ranges, files and source offsets of one checkpoint."""
+    """Operators, subtasks, key-group ranges, files and source positions of one checkpoint."""
     storage = _storage(directory)
-    metadata = storage.read_metadata(checkpoint_id)
-    stats = metadata.get("stats", {})
+    checkpoint = storage.read_checkpoint(CheckpointId(checkpoint_id))
+    stats = checkpoint.stats
+    timings = (f"duration {stats.duration_ms:.0f} ms (sync {stats.sync_ms:.1f}, async {stats.async_ms:.1f}, "
+               f"alignment {stats.alignment_ms:.1f})") if stats is not None else "no timings recorded"
     lines = [
-        f"checkpoint {checkpoint_id} of job '{metadata.get('job_name')}' (attempt {metadata.get('attempt')}), "
-        f"completed {_when(metadata)}",
-        f"max parallelism {metadata['max_parallelism']}; {stats.get('bytes', 0):,} bytes; "
-        f"duration {stats.get('duration_ms', 0):.0f} ms (sync {stats.get('sync_ms', 0):.1f}, "
-        f"async {stats.get('async_ms', 0):.1f}, alignment {stats.get('alignment_ms', 0):.1f})",
+        f"checkpoint {checkpoint_id} of job '{checkpoint.job_name}' (attempt {checkpoint.attempt}), "
+        f"completed {_when(checkpoint)}",
+        f"parallelism {checkpoint.parallelism}, max parallelism {checkpoint.max_parallelism}; "
+        f"{checkpoint.bytes:,} bytes; {timings}",
     ]
-    for uid, operator in sorted(metadata["operators"].items()):
-        lines.append(f"operator {operator['name']!r} uid={uid} parallelism={operator['parallelism']}")
-        for file in sorted(operator["files"], key=lambda f: f["subtask"]):
-            groups = [g for g in file["key_groups"] if g != OPERATOR_STATE_GROUP]
+    for operator in sorted(checkpoint.operators, key=lambda op: op.uid):
+        lines.append(f"operator {operator.name!r} uid={operator.uid} parallelism={operator.parallelism}")
+        for handle in sorted(operator.handles, key=lambda h: h.subtask):
+            groups = handle.keyed_groups
             keyed = f"key groups {min(groups)}..{max(groups)} ({len(groups)} with state)" if groups else "no keyed state"
-            extra = ", operator state" if OPERATOR_STATE_GROUP in file["key_groups"] else ""
-            lines.append(f"  subtask {file['subtask']}: {file['path']} {file['size']:,} bytes, {keyed}{extra}")
-        offsets = metadata.get("source_offsets", {}).get(uid)
-        if offsets:
-            for subtask, position in sorted(offsets.items(), key=lambda kv: int(kv[0])):
-                lines.append(f"  subtask {subtask} source position: {position}")
-    problems = storage.problems(metadata)
+            extra = ", operator state" if handle.has_operator_state else ""
+            lines.append(f"  subtask {handle.subtask}: {handle.path} {handle.size:,} bytes, {keyed}{extra}")
+        for subtask, position in sorted(operator.source_positions.items()):
+            lines.append(f"  subtask {subtask} source position: {position}")
+    problems = storage.problems(checkpoint)
     lines.append("restorable: yes" if not problems else "restorable: NO: " + "; ".join(problems))
     return "\n".join(lines)

@@ -7,6 +7,10 @@
     chandy checkpoint DIR ID                             one checkpoint: operators, files, key groups, offsets
 
 DIR is ``<checkpoint storage>/<job name>``, as a path or any fsspec URL.
+
+>>> main(["checkpoints", "memory://cli-doc/my-job"])
+No completed checkpoint in .../my-job
+0
 """
 
 from __future__ import annotations
@@ -45,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         print(build_pyfiles_zip(args.destination))
         return 0
     if args.command in ("checkpoints", "checkpoint"):
-        from runtime.tools.checkpoint_inspection import describe_checkpoint, list_checkpoints
         from runtime.errors import ChandyError
+        from runtime.tools.checkpoint_inspection import describe_checkpoint, list_checkpoints
 
         try:
             if args.command == "checkpoints":

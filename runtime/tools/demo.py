@@ -5,6 +5,12 @@
 Run it with ``python -m runtime.tools.demo`` (local Spark, sized to the job), with ``chandy demo``, or on a
 cluster: ``spark-submit --master <url> --py-files chandy.zip runtime/tools/demo.py`` (``chandy pyfiles chandy.zip``
 builds the zip).
+
+>>> from operators import DiscardingSink
+>>> env = StreamExecutionEnvironment.get_execution_environment()
+>>> build_reference_job(env, records=1000, keys=10, sink=DiscardingSink())
+>>> [node.name for node in env.get_job_graph("demo").operators]
+['Sequence Source', 'modulo', 'count per key', 'Sink: discard']
 """
 
 from __future__ import annotations
@@ -35,7 +41,11 @@ class CountPerKey(KeyedProcessFunction):
 
 
 def final_counts(pairs) -> dict:
-    """The last (largest) running count emitted per key."""
+    """The last (largest) running count emitted per key.
+
+    >>> final_counts([("a", 1), ("b", 1), ("a", 2)])
+    {'a': 2, 'b': 1}
+    """
     result: dict = {}
     for key, n in pairs:
         if n > result.get(key, 0):

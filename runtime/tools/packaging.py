@@ -11,7 +11,15 @@ PACKAGES = ("runtime", "operators", "state_backends")
 
 
 def build_pyfiles_zip(destination: str) -> str:
-    """Write the packages' ``.py`` files to the zip at ``destination``; returns its path."""
+    """Write the packages' ``.py`` files to the zip at ``destination``; returns its path.
+
+    >>> import os, tempfile, zipfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     with zipfile.ZipFile(build_pyfiles_zip(os.path.join(folder, "chandy.zip"))) as archive:
+    ...         names = archive.namelist()
+    >>> "runtime/__init__.py" in names, "state_backends/heap/backend.py" in names, any("tests/" in n for n in names)
+    (True, True, False)
+    """
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as archive:
         for package in PACKAGES:

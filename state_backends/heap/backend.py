@@ -10,9 +10,10 @@ from __future__ import annotations
 import pickle
 from typing import Any, Iterator
 
+from runtime.errors import ProtocolError, StateUsageError
 from runtime.gc_pause import gc_paused
 from runtime.keys.key_groups import KeyGroupRange, assign_to_key_group
-from state_backends.base import KeyedStateBackend, State
+from state_backends.base import KeyedStateBackend, State, StateBackend
 from state_backends.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -30,7 +31,7 @@ from state_backends.heap.states import (
     HeapValueState,
 )
 
-__all__ = ["HeapKeyedStateBackend"]
+__all__ = ["HeapKeyedStateBackend", "HashMapStateBackend"]
 
 _KEY_GROUP_CACHE_LIMIT = 1 << 20
 
@@ -44,7 +45,17 @@ _STATE_CLASSES = {
 
 
 class HeapKeyedStateBackend(KeyedStateBackend):
-    """Keyed state of one subtask that owns ``key_groups`` out of ``max_parallelism``."""
+    """Keyed state of one subtask that owns ``key_groups`` out of ``max_parallelism``.
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.descriptors import ValueStateDescriptor
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+    >>> count = backend.get_state(ValueStateDescriptor("count"))
+    >>> for key in ("x", "y", "x"):
+    ...     backend.set_current_key(key); count.update((count.value() or 0) + 1)
+    >>> sorted((key, value) for _, key, value in backend.entries("count"))
+    [('x', 2), ('y', 1)]
+    """
 
     def __init__(self, max_parallelism: int, key_groups: KeyGroupRange):
         self.max_parallelism = max_parallelism
@@ -89,14 +100,15 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         existing = self._descriptors.get(descriptor.name)
         if existing is not None:
             if type(existing) is not type(descriptor):
-                raise ValueError(
+                raise StateUsageError(
                     f"State '{descriptor.name}' was declared as {type(existing).__name__} and again as "
                     f"{type(descriptor).__name__}: give each state of an operator its own name."
                 )
             return self._states[descriptor.name]
         state_class = _STATE_CLASSES.get(type(descriptor))
         if state_class is None:
-            raise TypeError(f"Unsupported state descriptor {type(descriptor).__name__}")
+            raise StateUsageError(f"Unsupported state descriptor {type(descriptor).__name__}: use one of "
+                                  f"{sorted(c.__name__ for c in _STATE_CLASSES)}")
         self._tables.setdefault(descriptor.name, {})
         self._descriptors[descriptor.name] = descriptor
         state = self._states[descriptor.name] = state_class(self, descriptor)
@@ -147,7 +159,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     def restore_key_group(self, group: int, payload: bytes) -> None:
         """Load one key group's tables, as :meth:`HeapSnapshot.serialized` wrote them."""
         if group not in self.key_groups:
-            raise ValueError(f"key group {group} is not in this subtask's range {tuple(self.key_groups)}")
+            raise ProtocolError(f"key group {group} is not in this subtask's range {tuple(self.key_groups)}")
         for name, table in pickle.loads(payload).items():
             self._tables.setdefault(name, {})[group] = table
 
@@ -160,3 +172,28 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         for group, table in self._tables.get(state_name, {}).items():
             for key, value in table.items():
                 yield group, key, value
+
+
+class HashMapStateBackend(StateBackend):
+    """Keyed state on the heap, in Python dicts (PyFlink's ``HashMapStateBackend``): the fastest access, state
+    bounded by the workers' memory, and every checkpoint a full copy. The default.
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> backend = HashMapStateBackend().create_keyed_state_backend("count", 128, key_group_range(128, 1, 0))
+    >>> type(backend).__name__
+    'HeapKeyedStateBackend'
+    """
+
+    def create_keyed_state_backend(self, operator_uid: str, max_parallelism: int,
+                                   key_groups: KeyGroupRange) -> HeapKeyedStateBackend:
+        return HeapKeyedStateBackend(max_parallelism, key_groups)
+
+    def __repr__(self) -> str:
+        return "HashMapStateBackend()"
+
+    def __eq__(self, other) -> bool:
+        return type(other) is HashMapStateBackend
+
+    def __hash__(self) -> int:
+        return hash(HashMapStateBackend)
+

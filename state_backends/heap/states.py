@@ -1,4 +1,15 @@
-"""State handles over :class:`HeapKeyedStateBackend` tables, scoped to the backend's current key."""
+"""State handles over :class:`HeapKeyedStateBackend` tables, scoped to the backend's current key.
+
+>>> from runtime.keys.key_groups import key_group_range
+>>> from state_backends.descriptors import ListStateDescriptor
+>>> from state_backends.heap import HeapKeyedStateBackend
+>>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+>>> seen = backend.get_state(ListStateDescriptor("seen"))
+>>> backend.set_current_key("a"); seen.add(1); seen.add_all([2, 3])
+>>> backend.set_current_key("b"); seen.add(9)
+>>> type(seen).__name__, list(seen.get()), sorted(backend.keys("seen"))
+('HeapListState', [9], ['a', 'b'])
+"""
 
 from __future__ import annotations
 

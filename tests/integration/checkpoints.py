@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from runtime.keys.key_groups import key_group_range
 from runtime.executor.restore import restore_operator
+from runtime.keys.key_groups import key_group_range
 from runtime.protocol.checkpoints import RestoreSpec
 from state_backends import HeapKeyedStateBackend
-from state_backends.storage import OPERATOR_STATE_GROUP
 
 
 class _Capture:
@@ -16,12 +15,12 @@ class _Capture:
         self.state = state
 
 
-def restored_state(storage, metadata, uid, state_name=None):
+def restored_state(storage, checkpoint, uid, state_name=None):
     """``(keyed entries {key: value} of state_name, operator list state)`` of one operator, as one subtask."""
-    max_p = metadata["max_parallelism"]
-    files = tuple(metadata["operators"][uid]["files"])
-    spec = RestoreSpec(metadata["checkpoint_id"], files,
-                       tuple(f for f in files if OPERATOR_STATE_GROUP in f["key_groups"]), (0, max_p - 1))
+    max_p = checkpoint.max_parallelism
+    handles = checkpoint.operator(uid).handles
+    spec = RestoreSpec(checkpoint.checkpoint_id, handles, tuple(h for h in handles if h.has_operator_state),
+                       (0, max_p - 1))
     backend = HeapKeyedStateBackend(max_p, key_group_range(max_p, 1, 0))
     capture = _Capture()
     restore_operator(storage, spec, capture, backend, 0, 1)

@@ -7,8 +7,14 @@ import shutil
 
 import pytest
 
-from operators import CollectSink, DiscardingSink, KeyedProcessFunction, MapFunction, SequenceSource, \
-    ValueStateDescriptor
+from operators import (
+    CollectSink,
+    DiscardingSink,
+    KeyedProcessFunction,
+    MapFunction,
+    SequenceSource,
+    ValueStateDescriptor,
+)
 from runtime import CheckpointingMode, RestartStrategies
 from runtime.errors import CheckpointNotFoundError, CorruptCheckpointError, IncompatibleCheckpointError
 from runtime.keys.key_groups import subtask_for_key
@@ -32,12 +38,12 @@ def test_aligned_snapshot_holds_exactly_the_records_before_each_barrier(env, tmp
     env.execute("alignment")
     storage = CheckpointStorage("file://" + url, "alignment")
     checked = 0
-    for metadata in storage.completed():
-        counts, _ = restored_state(storage, metadata, "count", "count")
+    for checkpoint in storage.completed():
+        counts, _ = restored_state(storage, checkpoint, "count", "count")
         for source in ("fast", "slow"):
-            _, source_state = restored_state(storage, metadata, source)
+            _, source_state = restored_state(storage, checkpoint, source)
             (position, _, _), = source_state["splits"]
-            assert counts.get(source, 0) == position, f"checkpoint {metadata['checkpoint_id']}, {source}"
+            assert counts.get(source, 0) == position, f"checkpoint {checkpoint.checkpoint_id}, {source}"
         checked += 1
     assert checked >= 5, "the job should have completed several checkpoints"
 
@@ -182,7 +188,7 @@ def test_a_deleted_state_file_makes_that_checkpoint_unrestorable(spark, tmp_path
 
     url = str(tmp_path / "ck")
     storage, ids = run_until_checkpointed(spark, url, "faulty", tmp_path)
-    victim = storage.validated_metadata(ids[-1])["operators"]["count"]["files"][0]["path"]
+    victim = storage.validated_checkpoint(ids[-1]).operator("count").handles[0].path
     os.remove(os.path.join(url, "faulty", f"chk-{ids[-1]}", victim))
     env = StreamExecutionEnvironment.get_execution_environment(spark)
     rescalable_job(env, url, 2, rate=None)

@@ -8,9 +8,9 @@ import subprocess
 import sys
 import textwrap
 
+import pyspark
 import pytest
 
-import pyspark
 from runtime.tools.packaging import build_pyfiles_zip
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

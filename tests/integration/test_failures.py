@@ -8,7 +8,6 @@ import threading
 import pytest
 
 from operators import CollectSink, MapFunction, SequenceSource
-from tests.integration.waiting import wait_for
 from runtime import (
     InsufficientSlotsError,
     JobCancelledError,
@@ -16,6 +15,7 @@ from runtime import (
     JobStatus,
     UnpicklableFunctionError,
 )
+from tests.integration.waiting import wait_for
 
 
 def explode_on_777(x):

@@ -10,7 +10,7 @@ import pytest
 
 from operators import FileSink, FileSource, MapFunction
 from runtime import JobFailedError, RestartStrategies, StreamExecutionEnvironment
-from runtime.errors import StorageUnreachableError
+from runtime.errors import OutputUnreachableError
 from tests.integration import chaos
 from tests.integration.jobs import CountPerKey
 from tests.integration.waiting import wait_for
@@ -176,7 +176,7 @@ def test_an_unreachable_output_path_fails_at_start(env, spark, tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "x.jsonl").write_text("1\n")
     env.from_source(FileSource(str(tmp_path / "in")), "events").sink_to(FileSink(str(blocker / "out")))
-    with pytest.raises(StorageUnreachableError, match="plain-file/out"):
+    with pytest.raises(OutputUnreachableError, match="Output location .*plain-file/out"):
         env.execute("unreachable-output")
     assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
 

@@ -1,10 +1,17 @@
 import pytest
 
-from runtime.executor.aligner import Alignment, BarrierAligner
 from runtime.checkpoint_config import CheckpointConfig
 from runtime.driver.coordinator import CheckpointCoordinator
-from runtime.protocol.checkpoints import PendingCheckpoint, TaskAck, TaskId, should_trigger
+from runtime.executor.aligner import Alignment, BarrierAligner
 from runtime.graph.job_graph import Chain, JobGraph
+from runtime.protocol.checkpoints import (
+    AckResult,
+    CompletedCheckpoint,
+    PendingCheckpoint,
+    SubtaskAck,
+    SubtaskId,
+    should_trigger,
+)
 from runtime.protocol.messages import (
     AcknowledgeCheckpoint,
     DeclineCheckpoint,
@@ -55,21 +62,23 @@ def test_a_newer_barrier_supersedes_an_unfinished_alignment():
     (dict(last_completion_ms=990, min_pause_ms=50), False),
     (dict(pending=1), False),
     (dict(pending=1, max_concurrent=2), True),
-    (dict(all_tasks_running=False), False),
+    (dict(all_subtasks_running=False), False),
 ])
 def test_should_trigger(kwargs, expected):
     facts = dict(now_ms=1000, interval_ms=100, last_trigger_ms=800, last_completion_ms=None, min_pause_ms=0,
-                 pending=0, max_concurrent=1, all_tasks_running=True)
+                 pending=0, max_concurrent=1, all_subtasks_running=True)
     facts.update(kwargs)
     assert should_trigger(**facts) is expected
 
 
-def test_pending_checkpoint_completes_with_every_expected_task():
-    tasks = frozenset({TaskId(0, 0), TaskId(0, 1)})
-    pending = PendingCheckpoint(7, 0.0, tasks)
-    assert not pending.acknowledge(TaskAck(TaskId(0, 0), (), 1.0, 2.0, 0.5))
-    assert not pending.acknowledge(TaskAck(TaskId(9, 9), (), 1.0, 2.0, 0.5))  # not ours
-    assert pending.acknowledge(TaskAck(TaskId(0, 1), (), 3.0, 1.0, 0.1))
+def test_pending_checkpoint_completes_with_every_expected_subtask():
+    subtasks = frozenset({SubtaskId(0, 0), SubtaskId(0, 1)})
+    pending = PendingCheckpoint(7, 0.0, subtasks)
+    assert pending.acknowledge(SubtaskAck(SubtaskId(0, 0), (), 1.0, 2.0, 0.5)) is AckResult.SUCCESS
+    assert not pending.is_complete
+    assert pending.acknowledge(SubtaskAck(SubtaskId(9, 9), (), 1.0, 2.0, 0.5)) is AckResult.UNKNOWN  # not ours
+    assert pending.acknowledge(SubtaskAck(SubtaskId(0, 1), (), 3.0, 1.0, 0.1)) is AckResult.SUCCESS
+    assert pending.is_complete
     stats = pending.stats(40.0)
     assert (stats.duration_ms, stats.sync_ms, stats.async_ms, stats.alignment_ms) == (40.0, 3.0, 2.0, 0.5)
 
@@ -121,7 +130,7 @@ def test_coordinator_triggers_on_interval_commits_and_notifies(tmp_path):
     assert storage.checkpoint_ids() == []
     coordinator.on_message(ack(1, 1))
     assert control.sent[-1] == NotifyCheckpointComplete(0, 1)
-    assert storage.read_metadata(1)["checkpoint_id"] == 1
+    assert storage.read_checkpoint(1).checkpoint_id == 1
     assert coordinator.completed_ids == [1]
 
 
@@ -149,7 +158,7 @@ def test_timeouts_and_declines_fail_the_job_beyond_the_tolerated_number(tmp_path
     assert failure is not None and "checkpoint 2" in str(failure) and "disk full" in str(failure)
 
 
-def test_no_checkpoints_once_a_task_finished(tmp_path):
+def test_no_checkpoints_once_a_subtask_finished(tmp_path):
     coordinator, control, clock, storage = make_coordinator(tmp_path)
     coordinator.on_message(SubtaskFinished(0, 0, 1))
     clock.now += 5
@@ -159,7 +168,7 @@ def test_no_checkpoints_once_a_task_finished(tmp_path):
 
 def test_checkpoint_ids_continue_after_existing_ones(tmp_path):
     storage = CheckpointStorage(f"file://{tmp_path}", "job")
-    storage.write_metadata(41, {"checkpoint_id": 41, "operators": {}})
+    storage.write_metadata(CompletedCheckpoint(41, "job", 0, 0, 1, 128, ()))
     coordinator, control, clock, _ = make_coordinator(tmp_path)
     clock.now += 1.0
     coordinator.tick()

@@ -3,9 +3,9 @@ import dataclasses
 import pyarrow as pa
 import pytest
 
-from runtime.network.codec import RecordCodec
-from runtime.errors import RecordEncodingError
+from runtime.errors import RecordEncodingError, StateUsageError
 from runtime.keys.key_groups import assign_to_key_group, key_group_range
+from runtime.network.codec import RecordCodec
 from runtime.types import Row, Types
 from state_backends import (
     AggregateFunction,
@@ -104,7 +104,7 @@ def test_heap_state_is_scoped_to_the_current_key_and_stored_by_key_group():
 def test_a_state_name_cannot_change_kind():
     backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
     backend.get_state(ValueStateDescriptor("s"))
-    with pytest.raises(ValueError, match="own name"):
+    with pytest.raises(StateUsageError, match="own name"):
         backend.get_state(ListStateDescriptor("s"))
 
 

@@ -17,10 +17,10 @@ from operators.columnar import (
 )
 from operators.context import SubtaskInfo
 from runtime import StreamExecutionEnvironment
-from runtime.keys.arrow_key_groups import column_key_groups, column_subtasks
-from runtime.network.codec import ColumnarCodec
 from runtime.graph.job_graph import ChainEdge, Partitioner
+from runtime.keys.arrow_key_groups import column_key_groups, column_subtasks
 from runtime.keys.key_groups import assign_to_key_group, key_group_range, subtask_for_key
+from runtime.network.codec import ColumnarCodec
 from runtime.network.record_writer import ColumnarEdgeWriter
 from state_backends.heap import HeapKeyedStateBackend
 

@@ -1,9 +1,10 @@
 import pytest
 
-from runtime.tools.cli import main as chandy
+from runtime.driver.restore_plan import resolve_restore
 from runtime.errors import CheckpointNotFoundError, CorruptCheckpointError, StorageUnreachableError
 from runtime.keys.key_groups import assign_to_key_group, key_group_range
-from runtime.driver.restore_plan import resolve_restore
+from runtime.protocol.checkpoints import CompletedCheckpoint, OperatorState
+from runtime.tools.cli import main as chandy
 from state_backends import HeapKeyedStateBackend, ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from state_backends.storage import CheckpointStorage
 
@@ -154,8 +155,8 @@ def test_snapshot_streams_one_group_at_a_time():
 
 
 def test_a_snapshot_that_fails_to_upload_is_released(tmp_path):
+    from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, SubtaskSnapshot
     from runtime.protocol.messages import DeclineCheckpoint
-    from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
 
     class FailingStorage:
         def write_state_file(self, checkpoint_id, uid, subtask, rows):
@@ -164,7 +165,7 @@ def test_a_snapshot_that_fails_to_upload_is_released(tmp_path):
     backend, _ = counts_backend(1000, lambda key: key)
     sent = []
     snapshotter = Snapshotter(FailingStorage(), 0, sent.append)
-    snapshotter.submit(TaskSnapshot(1, 0, 0, [OperatorSnapshot("op", backend.snapshot())], 0.0, 0.0, 0.0))
+    snapshotter.submit(SubtaskSnapshot(1, 0, 0, [OperatorSnapshot("op", backend.snapshot())], 0.0, 0.0, 0.0))
     snapshotter.close(timeout=10)
     assert [type(m) for m in sent] == [DeclineCheckpoint] and "disk full" in sent[0].reason
     assert backend._snapshots == (), "the task no longer pays for a checkpoint that failed"
@@ -172,19 +173,16 @@ def test_a_snapshot_that_fails_to_upload_is_released(tmp_path):
 
 def test_state_file_reads_only_the_requested_key_groups(tmp_path):
     storage = CheckpointStorage(f"file://{tmp_path}", "job")
-    info = storage.write_state_file(3, "op", 1, [(5, b"five"), (9, b"nine"), (-1, b"operator")])
-    entry = CheckpointStorage.file_entry(info)
-    assert list(storage.read_state_rows(3, entry, {9})) == [(9, b"nine")]
-    assert [g for g, _ in storage.read_state_rows(3, entry)] == [5, 9, -1]
+    handle = storage.write_state_file(3, "op", 1, [(5, b"five"), (9, b"nine"), (-1, b"operator")])
+    assert list(storage.read_state_rows(3, handle, {9})) == [(9, b"nine")]
+    assert [g for g, _ in storage.read_state_rows(3, handle)] == [5, 9, -1]
 
 
 def write_checkpoint(storage, checkpoint_id):
-    info = storage.write_state_file(checkpoint_id, "op", 0, [(1, b"x")])
-    storage.write_metadata(checkpoint_id, {"checkpoint_id": checkpoint_id, "max_parallelism": 128,
-                                           "timestamp_ms": 0, "operators": {
-                                               "op": {"name": "op", "parallelism": 1,
-                                                      "files": [CheckpointStorage.file_entry(info)]}}})
-    return info
+    handle = storage.write_state_file(checkpoint_id, "op", 0, [(1, b"x")])
+    storage.write_metadata(CompletedCheckpoint(checkpoint_id, "job", 0, 0, 1, 128,
+                                               (OperatorState("op", "op", 1, (handle,)),)))
+    return handle
 
 
 def test_broken_checkpoints_are_never_usable_and_errors_list_the_usable_ones(tmp_path):
@@ -205,8 +203,8 @@ def test_broken_checkpoints_are_never_usable_and_errors_list_the_usable_ones(tmp
         resolve_restore(storage, 4)
     with pytest.raises(CheckpointNotFoundError, match="7 does not exist"):
         resolve_restore(storage, 7)
-    assert resolve_restore(storage, "latest")[1]["checkpoint_id"] == 1
-    assert resolve_restore(storage, str(tmp_path / "job" / "chk-1"))[1]["checkpoint_id"] == 1
+    assert resolve_restore(storage, "latest").checkpoint.checkpoint_id == 1
+    assert resolve_restore(storage, str(tmp_path / "job" / "chk-1")).checkpoint.checkpoint_id == 1
 
 
 def test_unreachable_storage_fails_at_once_naming_the_url(tmp_path):
@@ -231,7 +229,7 @@ def test_cli_lists_and_describes_checkpoints(tmp_path, capsys):
 
 
 def test_an_aborted_checkpoint_stops_being_written_and_is_not_reported():
-    from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
+    from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, SubtaskSnapshot
 
     written = []
 
@@ -244,7 +242,7 @@ def test_an_aborted_checkpoint_stops_being_written_and_is_not_reported():
     backend, _ = counts_backend(5000, lambda key: key)
     sent = []
     snapshotter = Snapshotter(AbortingStorage(), 0, sent.append)
-    snapshotter.submit(TaskSnapshot(1, 0, 0, [OperatorSnapshot("op", backend.snapshot())], 0.0, 0.0, 0.0))
+    snapshotter.submit(SubtaskSnapshot(1, 0, 0, [OperatorSnapshot("op", backend.snapshot())], 0.0, 0.0, 0.0))
     snapshotter.close(timeout=10)
     assert len(written) == 1, "no key group is written after the abort"
     assert sent == [], "the coordinator already knows: no ack, no decline"
@@ -252,15 +250,15 @@ def test_an_aborted_checkpoint_stops_being_written_and_is_not_reported():
 
 
 def test_a_checkpoint_whose_directory_was_removed_is_declined_without_a_warning(tmp_path, caplog, monkeypatch):
+    from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, SubtaskSnapshot
     from runtime.protocol.messages import DeclineCheckpoint
-    from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, TaskSnapshot
 
     storage = CheckpointStorage(f"file://{tmp_path}", "job")  # chk-1 was never created: as if removed
     monkeypatch.setattr(storage.fs, "makedirs", lambda *a, **k: None)  # fsspec shares the instance
     backend, _ = counts_backend(100, lambda key: key)
     sent = []
     snapshotter = Snapshotter(storage, 0, sent.append)
-    snapshotter.submit(TaskSnapshot(1, 0, 0, [OperatorSnapshot("op", backend.snapshot())], 0.0, 0.0, 0.0))
+    snapshotter.submit(SubtaskSnapshot(1, 0, 0, [OperatorSnapshot("op", backend.snapshot())], 0.0, 0.0, 0.0))
     with caplog.at_level("DEBUG", logger="runtime.executor.snapshotter"):
         snapshotter.close(timeout=10)
     assert [type(m) for m in sent] == [DeclineCheckpoint]

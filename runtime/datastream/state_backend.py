@@ -1,0 +1,11 @@
+"""PyFlink's ``pyflink.datastream.state_backend``: how a job keeps its keyed state.
+
+>>> from runtime.datastream.state_backend import HashMapStateBackend
+>>> HashMapStateBackend()
+HashMapStateBackend()
+"""
+
+from state_backends.base import StateBackend
+from state_backends.heap import HashMapStateBackend
+
+__all__ = ["StateBackend", "HashMapStateBackend"]

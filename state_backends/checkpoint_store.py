@@ -1,0 +1,171 @@
+"""The narrow interface checkpoints are stored through: read, write, create-if-absent, list, delete.
+
+Every operation either succeeds or raises. A missing path raises ``FileNotFoundError`` (absence is a fact the
+caller may act on); every other failure (no permission, a network or authentication error, a path below a
+regular file) raises :class:`~runtime.errors.StorageUnreachableError`, so that "cannot reach the storage"
+never reads as "there are no checkpoints". Nothing asks ``exists()`` to decide whether a checkpoint is valid.
+
+>>> import fsspec
+>>> store = CheckpointStore(fsspec.filesystem("memory"), "memory://doc-store")
+>>> store.write("/doc-store/job/a", b"x")
+>>> store.create_if_absent("/doc-store/job/a", b"y"), store.read("/doc-store/job/a")
+(False, b'x')
+>>> store.list("/doc-store/job"), store.list("/doc-store/none")
+(['a'], [])
+>>> store.delete("/doc-store/job"); store.list("/doc-store/job")
+[]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import uuid
+from typing import Callable, Iterator, TypeVar
+
+import pyarrow as pa
+from fsspec.implementations.local import LocalFileSystem
+
+from runtime.errors import StorageUnreachableError
+
+__all__ = ["CheckpointStore"]
+
+_WRITE_BUFFER = 1 << 20
+T = TypeVar("T")
+
+
+class CheckpointStore:
+    """Files of one fsspec filesystem, addressed by the filesystem's own paths; ``url`` names it in errors."""
+
+    def __init__(self, fs, url: str):
+        self.fs = fs
+        self.url = url
+
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self.fs, LocalFileSystem)
+
+    def _call(self, operation: Callable[[], T]) -> T:
+        try:
+            return operation()
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # anything but absence: the storage cannot be used right now
+            raise StorageUnreachableError(self.url, exc) from exc
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def read(self, path: str) -> bytes:
+        def read() -> bytes:
+            with self.fs.open(path, "rb") as f:
+                return f.read()
+        return self._call(read)
+
+    def size(self, path: str) -> int:
+        return self._call(lambda: int(self.fs.size(path)))
+
+    def list(self, directory: str) -> list[str]:
+        """Names of the entries of ``directory``, sorted; ``[]`` when it does not exist."""
+        def listing() -> list[str]:
+            entries = self.fs.ls(directory, detail=True)
+            names = []
+            for entry in entries:
+                name = entry["name"].rstrip("/")
+                if name == directory.rstrip("/") and entry.get("type") == "file":
+                    raise NotADirectoryError(f"{directory} is a file, not a directory")
+                names.append(posixpath.basename(name))
+            return sorted(names)
+        try:
+            return self._call(listing)
+        except FileNotFoundError:
+            return []
+
+    @contextlib.contextmanager
+    def open_input(self, path: str) -> Iterator:
+        handle = self._call(lambda: self.fs.open(path, "rb"))
+        with handle:
+            yield handle
+
+    # -- writing ---------------------------------------------------------------------------------------
+
+    def makedirs(self, directory: str) -> None:
+        self._call(lambda: self.fs.makedirs(directory, exist_ok=True))
+
+    @contextlib.contextmanager
+    def open_output(self, path: str) -> Iterator[pa.NativeFile]:
+        """An Arrow output stream replacing ``path``. A local file is written by Arrow itself, without the GIL
+        (Arrow's writer calls a Python file once per buffer, each call waiting for the GIL the task thread
+        holds up to 5 ms at a time: most of a checkpoint's time at 1 GB); any other file through a buffer."""
+        self.makedirs(posixpath.dirname(path))
+        if type(self.fs) is LocalFileSystem:
+            sink = self._call(lambda: pa.OSFile(path, "wb"))
+            with sink:
+                yield sink
+        else:
+            handle = self._call(lambda: self.fs.open(path, "wb"))
+            with handle, pa.output_stream(handle, buffer_size=_WRITE_BUFFER) as sink:
+                yield sink
+
+    def write(self, path: str, data: bytes) -> None:
+        """Replace ``path`` with ``data``; readers see the old content or the new, never half of it (a rename
+        on local disks; one PUT on object stores)."""
+        self.makedirs(posixpath.dirname(path))
+        if self.is_local:
+            temporary = f"{path}.{uuid.uuid4().hex[:8]}.inprogress"
+            self._call(lambda: self._write_local(temporary, data))
+            self._call(lambda: os.replace(temporary, path))
+        else:
+            self._call(lambda: self._write_remote(path, data, "wb"))
+
+    def create_if_absent(self, path: str, data: bytes) -> bool:
+        """Write ``data`` to ``path`` unless something is there already; False when it was. Atomic on local
+        disks (a hard link of a finished temporary file) and wherever the filesystem supports exclusive
+        creation (mode ``xb``); elsewhere a check then a write."""
+        self.makedirs(posixpath.dirname(path))
+        if self.is_local:
+            temporary = f"{path}.{uuid.uuid4().hex[:8]}.inprogress"
+            self._call(lambda: self._write_local(temporary, data))
+            try:
+                self._call(lambda: os.link(temporary, path))
+                return True
+            except StorageUnreachableError as exc:
+                if isinstance(exc.__cause__, FileExistsError):
+                    return False
+                raise
+            finally:
+                with contextlib.suppress(OSError):
+                    os.remove(temporary)
+        try:
+            self._call(lambda: self._write_remote(path, data, "xb"))
+            return True
+        except StorageUnreachableError as exc:
+            if isinstance(exc.__cause__, FileExistsError):
+                return False
+            if not isinstance(exc.__cause__, (ValueError, NotImplementedError)):
+                raise
+        # no exclusive mode on this filesystem: best effort
+        try:
+            self.size(path)
+            return False
+        except FileNotFoundError:
+            self._call(lambda: self._write_remote(path, data, "wb"))
+            return True
+
+    @staticmethod
+    def _write_local(path: str, data: bytes) -> None:
+        with open(path, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _write_remote(self, path: str, data: bytes, mode: str) -> None:
+        with self.fs.open(path, mode) as f:
+            f.write(data)
+
+    def delete(self, path: str) -> None:
+        """Remove ``path`` (a directory with everything below it); nothing happens when it is absent."""
+        try:
+            self._call(lambda: self.fs.rm(path, recursive=True))
+        except FileNotFoundError:
+            pass
