@@ -11,12 +11,25 @@ from __future__ import annotations
 import tempfile
 import time
 
+MIN_MEASURED_BATCHES = 2  # after the warm-up batch: a rate needs at least this many
+PATIENCE = 10  # a busy machine may take this many times the planned duration to get there
+
+
+def _batches_with_input(query) -> int:
+    return sum(1 for p in query.recentProgress if p.get("numInputRows"))
+
 
 def run_for(query, seconds: float) -> list:
-    """Let a started query run ``seconds``, stop it, and return every progress report."""
+    """Let a started query run ``seconds`` (longer if it has not yet completed a warm-up batch and
+    ``MIN_MEASURED_BATCHES`` more, so that a busy machine still yields a rate), stop it, and return every
+    progress report."""
     try:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and query.isActive:
+        started = time.monotonic()
+        while query.isActive:
+            elapsed = time.monotonic() - started
+            if elapsed >= seconds * PATIENCE or (
+                    elapsed >= seconds and _batches_with_input(query) > MIN_MEASURED_BATCHES):
+                break
             time.sleep(0.25)
     finally:
         query.stop()

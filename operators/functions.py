@@ -94,7 +94,7 @@ class Function:
         """Called once per subtask before the first record: create clients and state handles here."""
 
     def close(self) -> None:
-        """Called once per subtask after the last record, or when the task is cancelled."""
+        """Called once per subtask after the last record, or when the job is cancelled."""
 
 
 class MapFunction(Function):

@@ -1,4 +1,4 @@
-"""The operator kinds the task runtime knows: one-input operators, sources and sinks.
+"""The operator kinds the runtime knows: one-input operators, sources and sinks.
 
 Operators work on batches (lists of records) rather than single records: one Python call per batch per
 operator instead of one per record is most of the difference between a slow and a fast Python engine.

@@ -36,14 +36,14 @@ class SinkWriter:
         """End of input: flush what is buffered."""
 
     def close(self) -> None:
-        """Called once at the end, or when the task is cancelled."""
+        """Called once at the end, or when the job is cancelled."""
 
     def result(self) -> Any:
         """What the driver receives from this subtask when the job ends."""
         return None
 
     def snapshot_state(self, checkpoint_id: int) -> list | dict:
-        """State at barrier ``checkpoint_id``, called on the task thread between two writes: a list (dealt
+        """State at barrier ``checkpoint_id``, called on the subtask's thread between two writes: a list (dealt
         round-robin on restore), or a dict of named lists where names starting ``union:`` go whole to
         every subtask."""
         return []

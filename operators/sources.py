@@ -54,7 +54,7 @@ class SourceReader:
         raise NotImplementedError
 
     def close(self) -> None:
-        """Called once after the last poll, or when the task is cancelled."""
+        """Called once after the last poll, or when the job is cancelled."""
 
     def snapshot_state(self) -> list:
         """The reader's position at a checkpoint: a list of picklable split states.

@@ -5,7 +5,7 @@ A subtask writes into an open transaction. At each checkpoint barrier it pre-com
 checkpoint n completes, every pending transaction of checkpoints <= n is committed. On a restore, the
 restored checkpoint's pending transactions are committed (they belong to a completed checkpoint; commit
 must be idempotent, as it may have happened already) and everything the failed attempt left is aborted.
-At the end of a bounded job the last transactions are committed by the driver, after every task has
+At the end of a bounded job the last transactions are committed by the driver, after every subtask has
 finished: no restart can follow, so they can never be replayed.
 
 You implement :class:`TwoPhaseCommitSink`'s five methods; the runtime does the bookkeeping.
@@ -187,7 +187,7 @@ class TwoPhaseCommitSink(Sink):
         self.run_id = uuid.uuid4().hex[:12]
 
     def recover(self, state: RecoveredState) -> None:
-        """On restore (once, before any task writes): commit what the checkpoint had pending.
+        """On restore (once, before any subtask writes): commit what the checkpoint had pending.
 
         Sinks that can also retract output committed after the checkpoint (the file sink can) override
         this, so that restoring an older checkpoint stays exactly-once.

@@ -95,7 +95,7 @@ class CheckpointConfig:
         return self.storage
 
     def set_checkpoint_timeout(self, timeout_ms: float) -> "CheckpointConfig":
-        """A checkpoint not acknowledged by every task within this time is aborted."""
+        """A checkpoint not acknowledged by every subtask within this time is aborted."""
         self.timeout_ms = _positive("checkpoint timeout (ms)", timeout_ms, 1)
         return self
 

@@ -1,7 +1,7 @@
 """The interfaces every keyed state backend implements, and the state handles user functions see.
 
 A backend holds the keyed state of one operator subtask: the key groups it owns, each a table per state
-name. The task sets the current key before calling a user function; state handles read and write the
+name. The operator sets the current key before calling a user function; state handles read and write the
 current key's entry. Backends live beside this module (``heap/`` today) and mirror its shape.
 
 >>> from runtime.keys.key_groups import key_group_range

@@ -95,8 +95,8 @@ class CheckpointStore:
     @contextlib.contextmanager
     def open_output(self, path: str) -> Iterator[pa.NativeFile]:
         """An Arrow output stream replacing ``path``. A local file is written by Arrow itself, without the GIL
-        (Arrow's writer calls a Python file once per buffer, each call waiting for the GIL the task thread
-        holds up to 5 ms at a time: most of a checkpoint's time at 1 GB); any other file through a buffer."""
+        (Arrow's writer calls a Python file once per buffer, each call waiting for the GIL the subtask's
+        thread holds up to 5 ms at a time: most of a checkpoint's time at 1 GB); any other file through a buffer."""
         self.makedirs(posixpath.dirname(path))
         if type(self.fs) is LocalFileSystem:
             sink = self._call(lambda: pa.OSFile(path, "wb"))

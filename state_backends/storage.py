@@ -53,7 +53,7 @@ _SCHEMA = pa.schema([pa.field("key_group", pa.int32()), pa.field("payload", pa.l
 
 def _binary_without_copy(payload: bytes) -> pa.Array:
     """A one-value ``large_binary`` array over ``payload``'s own memory. ``pa.array([payload])`` copies it,
-    holding the GIL: ~0.25 s per 500 MB of state, taken from the task thread at every checkpoint."""
+    holding the GIL: ~0.25 s per 500 MB of state, taken from the subtask's thread at every checkpoint."""
     offsets = pa.py_buffer(struct.pack("<qq", 0, len(payload)))
     return pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(payload)])
 
@@ -149,7 +149,7 @@ class CheckpointStorage:
 
     def write_metadata(self, checkpoint: CompletedCheckpoint) -> None:
         """Commit ``checkpoint``: write its ``_metadata``, which must not exist yet."""
-        data = json.dumps(checkpoint.to_metadata(), indent=1, sort_keys=True).encode()
+        data = json.dumps(checkpoint.to_metadata(), indent=1).encode()  # operators in graph order
         if not self.store.create_if_absent(self.metadata_path(checkpoint.checkpoint_id), data):
             raise CheckpointError(
                 f"Checkpoint {checkpoint.checkpoint_id} already exists in {self.job_dir}: another run of job "
@@ -269,6 +269,8 @@ class CheckpointStorage:
                         batch = reader.get_batch(index)
                         yield batch.column(0)[0].as_py(), batch.column(1)[0].as_py()
         except (FileNotFoundError, pa.ArrowException, OSError) as exc:
+            if not isinstance(exc, (FileNotFoundError, pa.ArrowException)):  # a read failed half way (no
+                raise StorageUnreachableError(self.url, exc) from exc  # permission, a dropped connection)
             raise CorruptCheckpointError(f"Checkpoint {checkpoint_id}: state file {path} of operator uid "
                                          f"'{handle.uid}' is unreadable: {exc}. Restore an older checkpoint.") \
                 from exc

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
+import threading
 
 import pytest
 
 SLOTS = 4
+# No test takes minutes: one that does is stuck (a job waiting for an event that never comes). Then every
+# thread's traceback is printed and the run ends, instead of hanging CI until its time limit.
+STUCK_AFTER_S = float(os.environ.get("CHANDY_TEST_STUCK_AFTER_S", "600"))
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,3 +40,22 @@ def env(spark):
     from runtime import StreamExecutionEnvironment
 
     return StreamExecutionEnvironment.get_execution_environment(spark)
+
+
+@pytest.fixture(autouse=True)
+def fail_a_stuck_test(request):
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+
+    def stuck():
+        if capture is not None:  # pytest's capture holds stderr: give it back, or the report is lost
+            capture.suspend_global_capture(in_=True)
+        sys.stderr.write(f"\n{request.node.nodeid} is stuck after {STUCK_AFTER_S} s. Every thread's stack:\n")
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        sys.stderr.flush()
+        os._exit(3)
+
+    timer = threading.Timer(STUCK_AFTER_S, stuck)
+    timer.daemon = True
+    timer.start()
+    yield
+    timer.cancel()

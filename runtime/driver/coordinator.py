@@ -82,6 +82,7 @@ class CheckpointCoordinator:
         self.wall_clock = wall_clock
         self._lock = threading.Lock()
         self.next_id = storage.next_checkpoint_id()
+        self.first_id = self.next_id  # ids from here on are this execution's
         self.subtasks = frozenset(SubtaskId(c.index, s) for c in graph.chains for s in range(c.parallelism))
         self.completed_ids: list[CheckpointId] = []  # completed by this execution, oldest first
         self.stats: list[CheckpointStats] = []
@@ -129,10 +130,8 @@ class CheckpointCoordinator:
             self._abort_all("the job finished")
             self.attempt = None
             try:
-                first_own = min(self.completed_ids) if self.completed_ids else None
                 for stored in self.storage.survey():
-                    if stored.status is CheckpointStatus.INCOMPLETE and (
-                            first_own is None or stored.checkpoint_id >= first_own):
+                    if stored.status is CheckpointStatus.INCOMPLETE and stored.checkpoint_id >= self.first_id:
                         self.storage.delete_checkpoint(stored.checkpoint_id)
             except Exception:  # best effort: an incomplete directory is never restored anyway
                 log.debug("could not clean up incomplete checkpoints", exc_info=True)

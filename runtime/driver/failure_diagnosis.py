@@ -76,9 +76,10 @@ def diagnose(job_name: str, evidence: FailureEvidence) -> Diagnosis:
     reporting = {r.slot for r in evidence.reports}
     silent = [s for s in evidence.disconnected_slots if s not in reporting]
     if silent:
-        slots = ", ".join(str(s) for s in sorted(set(silent)))
+        silent = sorted(set(silent))
+        which = f"slot {silent[0]}" if len(silent) == 1 else f"slots {', '.join(str(s) for s in silent)}"
         error = JobFailedError(
-            f"Job '{job_name}' failed: the slot {slots} died without reporting an error (its Python "
+            f"Job '{job_name}' failed: the {which} died without reporting an error (its Python "
             "worker was killed or crashed, ran out of memory, or its executor was lost). Check the executor "
             "logs for the reason.")
         error.__cause__ = evidence.stage_error

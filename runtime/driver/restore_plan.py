@@ -51,7 +51,7 @@ def resolve_restore(storage: CheckpointStorage, restore_from) -> RestorePoint:
     """The restore point ``restore_from`` names: a checkpoint id, ``"latest"``, or a ``chk-<n>`` path/URL."""
     if isinstance(restore_from, bool):
         raise ApiUsageError(f"restore_from must be a checkpoint id, 'latest' or a path, not {restore_from!r}")
-    if isinstance(restore_from, int) or (isinstance(restore_from, str) and restore_from.strip().isdigit()):
+    if isinstance(restore_from, int) or (isinstance(restore_from, str) and restore_from.strip().isdecimal()):
         return RestorePoint(storage, storage.validated_checkpoint(CheckpointId(int(restore_from))))
     if isinstance(restore_from, str) and restore_from.strip().lower() == "latest":
         for checkpoint in reversed(storage.completed()):

@@ -1,7 +1,7 @@
-"""Barrier alignment for one task's input gate (Chandy-Lamport over FIFO channels).
+"""Barrier alignment for one subtask's input gate (Chandy-Lamport over FIFO channels).
 
 EXACTLY_ONCE: after barrier n arrives on a channel, that channel is not read until barrier n has arrived
-on every other open channel; then the task snapshots and forwards barrier n. AT_LEAST_ONCE: channels are
+on every other open channel; then the subtask snapshots and forwards barrier n. AT_LEAST_ONCE: channels are
 never blocked; the snapshot happens when the last barrier arrives, so it may include records from after
 the barrier on faster channels (they are replayed after a restore: at least once).
 
@@ -23,7 +23,7 @@ __all__ = ["BarrierAligner", "Alignment"]
 
 
 class Alignment(Enum):
-    """What a barrier (or an end of input) means for the task, as :class:`BarrierAligner` decides.
+    """What a barrier (or an end of input) means for the subtask, as :class:`BarrierAligner` decides.
 
     >>> BarrierAligner(1, exactly_once=True).on_barrier(0, 1)
     <Alignment.COMPLETE: 'complete'>

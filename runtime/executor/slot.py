@@ -7,8 +7,8 @@ chains of the same slot are handed over as Python lists; to other slots they go 
 Life of a slot: bind the data server, register with the driver's coordinator, receive every slot's
 address (rendezvous through the coordinator, not Spark's ``barrier()``: see DESIGN §5), connect output
 channels, run until every chain finished its input (or the coordinator cancels, or something raises),
-then report. A failure is reported with its traceback and the failing operator's name before the task
-raises, so the driver can show the user's own error rather than Spark's.
+then report. A failure is reported with its traceback and the failing operator's name before the barrier
+task raises, so the driver can show the user's own error rather than Spark's.
 """
 
 from __future__ import annotations

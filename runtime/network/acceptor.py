@@ -1,6 +1,6 @@
 """A listening socket that hands every accepted connection to a handler on a thread of its own.
 
-Shared by the data server (a task's inbound channels) and the control server (the driver's end of the
+Shared by the data server (a slot's inbound channels) and the control server (the driver's end of the
 control protocol).
 """
 

@@ -1,7 +1,7 @@
 """The data plane: input gates, and channels between subtasks (in memory within a slot, Arrow IPC over TCP
 between slots).
 
-A channel links one producer subtask to one consumer subtask of an edge. Each consumer task has one
+A channel links one producer subtask to one consumer subtask of an edge. Each consumer subtask has one
 :class:`InputGate` holding a small bounded queue per input channel: a full queue blocks its producer (for a
 remote channel: its reader thread stops granting credits, and the sender runs out of them), which is all
 the backpressure there is. The consumer reads channels round-robin and can leave a channel unread
@@ -71,14 +71,14 @@ def _credit_sender(sock: socket.socket) -> Callable[[], None]:
 
 
 class Cancelled(Exception):
-    """The task is being torn down; raised in threads blocked on a gate."""
+    """The slot is being torn down; raised in threads blocked on a gate."""
 
 
 ChannelId = tuple  # (edge id, producer subtask)
 
 
 class InputGate:
-    """The input channels of one consumer task; written by producers, read by the task's own thread."""
+    """The input channels of one consumer subtask; written by producers, read by the subtask's own thread."""
 
     def __init__(self, channels: list[ChannelId], capacity: int = 8):
         self.channels = list(channels)
@@ -225,7 +225,7 @@ class RemoteChannel:
 
 
 class DataServer:
-    """Accepts remote channels for the consumer tasks of one slot and feeds their input gates.
+    """Accepts remote channels for the consumer subtasks of one slot and feeds their input gates.
 
     ``route(edge id, producer, consumer)`` returns ``(gate, channel index, codec)`` for a channel header.
     One reader thread per connection decodes batches and blocks on the gate when it is full.
@@ -271,7 +271,7 @@ class DataServer:
                 send_credit()
         except Cancelled:
             pass
-        except BaseException as exc:  # a broken peer or a corrupt stream fails the task
+        except BaseException as exc:  # a broken peer or a corrupt stream fails the slot
             if not self._closed:
                 self.on_error(ConnectionError(f"data connection from subtask {producer} broke: "
                                               f"{type(exc).__name__}: {exc}"))

@@ -60,7 +60,7 @@ class _ChannelSet:
 
 
 class EdgeWriter(_ChannelSet):
-    """Output of one task to one edge: a channel per consumer subtask it sends to."""
+    """Output of one chain subtask to one edge: a channel per consumer subtask it sends to."""
 
     def __init__(self, edge: ChainEdge, producer: int, channels: dict[int, object], batch_size: int,
                  max_parallelism: int):
@@ -131,7 +131,7 @@ class EdgeWriter(_ChannelSet):
 
 
 class ColumnarEdgeWriter(_ChannelSet):
-    """Output of one task to one columnar edge; its records are Arrow record batches."""
+    """Output of one chain subtask to one columnar edge; its records are Arrow record batches."""
 
     def __init__(self, edge: ChainEdge, producer: int, channels: dict[int, object], batch_rows: int,
                  max_parallelism: int):
@@ -181,7 +181,7 @@ class ColumnarEdgeWriter(_ChannelSet):
 
 
 class RecordWriter:
-    """All output edges of one task."""
+    """All output edges of one chain subtask."""
 
     def __init__(self, edges: list[EdgeWriter], separate_side_outputs: bool = False):
         self.edges = edges

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import os
 
+from runtime.driver.restore_plan import resolve_restore
 from runtime.ids import CheckpointId
 from runtime.protocol.checkpoints import CompletedCheckpoint
 from state_backends.storage import CheckpointStorage
@@ -42,15 +43,19 @@ def list_checkpoints(directory: str) -> str:
     return "\n".join(rows)
 
 
-def describe_checkpoint(directory: str, checkpoint_id: int) -> str:
-    """Operators, subtasks, key-group ranges, files and source positions of one checkpoint."""
+def describe_checkpoint(directory: str, checkpoint_id: int | str) -> str:
+    """Operators, subtasks, key-group ranges, files and source positions of one checkpoint (an id, or
+    ``"latest"``: the newest restorable one)."""
     storage = _storage(directory)
-    checkpoint = storage.read_checkpoint(CheckpointId(checkpoint_id))
+    if str(checkpoint_id).strip().isdecimal():  # also an unrestorable one: the description says what is wrong
+        checkpoint = storage.read_checkpoint(CheckpointId(int(checkpoint_id)))
+    else:
+        checkpoint = resolve_restore(storage, checkpoint_id).checkpoint
     stats = checkpoint.stats
     timings = (f"duration {stats.duration_ms:.0f} ms (sync {stats.sync_ms:.1f}, async {stats.async_ms:.1f}, "
                f"alignment {stats.alignment_ms:.1f})") if stats is not None else "no timings recorded"
     lines = [
-        f"checkpoint {checkpoint_id} of job '{checkpoint.job_name}' (attempt {checkpoint.attempt}), "
+        f"checkpoint {checkpoint.checkpoint_id} of job '{checkpoint.job_name}' (attempt {checkpoint.attempt}), "
         f"completed {_when(checkpoint)}",
         f"parallelism {checkpoint.parallelism}, max parallelism {checkpoint.max_parallelism}; "
         f"{checkpoint.bytes:,} bytes; {timings}",

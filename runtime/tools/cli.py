@@ -4,7 +4,7 @@
     chandy demo [--records N --keys K --parallelism P]   run the reference job on local Spark
     chandy pyfiles chandy.zip                            zip Chandy for spark-submit --py-files
     chandy checkpoints DIR                               completed checkpoints of the job directory DIR
-    chandy checkpoint DIR ID                             one checkpoint: operators, files, key groups, offsets
+    chandy checkpoint DIR ID|latest                      one checkpoint: operators, files, key groups, offsets
 
 DIR is ``<checkpoint storage>/<job name>``, as a path or any fsspec URL.
 
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     listing.add_argument("directory")
     showing = commands.add_parser("checkpoint", help="show one checkpoint")
     showing.add_argument("directory")
-    showing.add_argument("checkpoint_id", type=int)
+    showing.add_argument("checkpoint_id", help="a checkpoint id, or 'latest' for the newest restorable one")
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
         from runtime.tools.demo import main as demo

@@ -34,6 +34,8 @@ from state_backends.heap.states import (
 __all__ = ["HeapKeyedStateBackend", "HashMapStateBackend"]
 
 _KEY_GROUP_CACHE_LIMIT = 1 << 20
+_NO_KEY = -3  # no key set yet: state outside record processing (open()) has no key to be scoped to
+_STALE_GROUP = -2  # the current key's group became pending in a snapshot since the key was set: touch it first
 
 _STATE_CLASSES = {
     ValueStateDescriptor: HeapValueState,
@@ -65,7 +67,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._descriptors: dict[str, StateDescriptor] = {}
         self._group_of: dict[Any, int] = {}
         self.current_key: Any = None
-        self._current_group_id = -1
+        self._current_group_id = _NO_KEY
         self._snapshots: tuple[HeapSnapshot, ...] = ()
 
     def key_group_of(self, key: Any) -> int:
@@ -93,6 +95,13 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         groups = self._tables[state_name]
         table = groups.get(self._current_group_id)
         if table is None:
+            if self._current_group_id == _STALE_GROUP:  # off the fast path: no table is ever stored there
+                self.set_current_key(self.current_key)
+                return self.table(state_name)
+            if self._current_group_id == _NO_KEY:
+                raise StateUsageError(
+                    f"Keyed state '{state_name}' was used with no current key: keyed state belongs to the key of "
+                    "the record being processed, so use it in process_element / on_timer, not in open().")
             table = groups[self._current_group_id] = {}
         return table
 
@@ -151,6 +160,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         if not snapshot.pending:
             return None
         self._snapshots = self._snapshots + (snapshot,)
+        if self._current_group_id in snapshot.pending:  # handles still scoped to the key set before the barrier
+            self._current_group_id = _STALE_GROUP
         return snapshot
 
     def release(self, snapshot: HeapSnapshot) -> None:

@@ -2,11 +2,11 @@
 
 At the barrier (the synchronous part) a snapshot only records which tables each key group has. A
 background thread then pickles key group after key group, each handed on to be written as soon as it is
-pickled. If the task touches a key group the background thread has not reached yet, the task pickles that
+pickled. If the subtask touches a key group the background thread has not reached yet, the subtask pickles that
 group first, then proceeds: no table is ever changed before it is captured, values mutated in place
 included, and no copy of the state is made beyond the pickled bytes.
 
-What this costs: with keys spread evenly the task touches every key group within the first records after
+What this costs: with keys spread evenly the subtask touches every key group within the first records after
 a barrier, so it pickles most of its state itself, pausing for that long (~0.4 s per 500 MB of 1 KiB
 values on our 2-core machine). We measured the alternatives on the benchmarks' checkpoint dip: a shallow
 copy at touch (values known immutable) pauses as long, since checking the values' types walks them all,
@@ -20,7 +20,7 @@ costs ~4.5 µs per record under the GIL for the whole checkpoint, and the job sl
 >>> value = backend.get_state(ValueStateDescriptor("v"))
 >>> backend.set_current_key("k"); value.update([1])
 >>> snapshot = backend.snapshot()             # the barrier: nothing is copied
->>> backend.set_current_key("k"); value.value().append(2)   # the task goes on, even mutating in place
+>>> backend.set_current_key("k"); value.value().append(2)   # the subtask goes on, even mutating in place
 >>> restored = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
 >>> for group, payload in snapshot.serialized():
 ...     restored.restore_key_group(group, payload)
@@ -54,22 +54,22 @@ class HeapSnapshot(KeyedSnapshot):
                 if table:
                     frozen.setdefault(group, {})[name] = table
         self._frozen = frozen  # group -> its live tables, while pending
-        self.pending = set(frozen)  # read by the task without the lock: a group leaves it once captured
-        self._pickled: dict[int, bytes] = {}  # groups the task had to pickle at touch(), not yet handed out
+        self.pending = set(frozen)  # read by the subtask without the lock: a group leaves it once captured
+        self._pickled: dict[int, bytes] = {}  # groups the subtask had to pickle at touch(), not yet handed out
         self._error: Exception | None = None  # pickling failed in touch(): raised to the snapshotter
 
     def touch(self, group: int) -> None:
-        """Called by the task before it accesses ``group`` while this snapshot is pending."""
+        """Called by the subtask before it accesses ``group`` while this snapshot is pending."""
         with self._lock:
             if group in self.pending:
                 try:
                     self._pickled[group] = _pickle(self._frozen.pop(group))
-                except Exception as exc:  # unpicklable state fails this checkpoint, not the task
+                except Exception as exc:  # unpicklable state fails this checkpoint, not the subtask
                     self._error = self._error or exc
                 self.pending.discard(group)
 
     def _next(self) -> tuple[int, bytes] | None:
-        # The lock is held while one group is pickled: a task waiting in touch() gets its turn between
+        # The lock is held while one group is pickled: a subtask waiting in touch() gets its turn between
         # groups, while the previous group is written (which releases the GIL), never behind the whole state.
         with self._lock:
             if self._error is not None:
@@ -82,7 +82,7 @@ class HeapSnapshot(KeyedSnapshot):
             try:
                 return group, _pickle(tables)
             finally:
-                self.pending.discard(group)  # only after pickling: the task checks pending without the lock
+                self.pending.discard(group)  # only after pickling: the subtask checks pending without the lock
 
     def serialized(self) -> Iterator[tuple[int, bytes]]:
         """The asynchronous part: ``(key group, its pickled tables)``, one group at a time, in no set order.
@@ -94,7 +94,7 @@ class HeapSnapshot(KeyedSnapshot):
             self.discard()
 
     def discard(self) -> None:
-        """Drop what is left of this snapshot (its checkpoint failed) and stop the task touching it."""
+        """Drop what is left of this snapshot (its checkpoint failed) and stop the subtask touching it."""
         with self._lock:
             self.pending.clear()
             self._frozen.clear()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 from fsspec.implementations.local import LocalFileSystem
 
@@ -41,25 +40,32 @@ def fire(how: str, where: str) -> None:
 
 
 class ChaosMap(MapFunction):
-    """Passes records through; after ``after`` records and a completed checkpoint, fires a planned fault.
-    Also throttles (``pause_every`` records sleep 1 ms), so that the job lives through several checkpoints."""
+    """Passes records through; once it has seen ``after`` records and a completed checkpoint, fires a planned
+    fault (checked on every record and every checkpoint notification, so it fires even when the input ran out
+    first: pair it with a source that holds its end until the faults fired, see tests/integration/paced.py)."""
 
-    def __init__(self, directory: str, fault: str, how: str, after: int, pause_every: int = 200):
-        self.directory, self.fault, self.how, self.after, self.pause_every = directory, fault, how, after, pause_every
+    def __init__(self, directory: str, fault: str, how: str, after: int):
+        self.directory, self.fault, self.how, self.after = directory, fault, how, after
 
     def open(self, runtime_context):
         self.seen = 0
         self.checkpoints = 0
+        self.tried = False  # a fault is planned once: after one try (this subtask's or another's) it is gone
+
+    def _maybe_fire(self, where: str) -> None:
+        if self.tried or self.seen < self.after or not self.checkpoints:
+            return
+        self.tried = True
+        if consume(self.directory, self.fault):
+            fire(self.how, where)
 
     def notify_checkpoint_complete(self, checkpoint_id):
         self.checkpoints += 1
+        self._maybe_fire(f"after checkpoint {checkpoint_id} and {self.seen} records")
 
     def map(self, value):
         self.seen += 1
-        if self.seen % self.pause_every == 0:
-            time.sleep(0.001)
-        if self.seen >= self.after and self.checkpoints and consume(self.directory, self.fault):
-            fire(self.how, f"after {self.seen} records")
+        self._maybe_fire(f"after {self.seen} records")
         return value
 
 

@@ -21,6 +21,7 @@ from runtime.keys.key_groups import subtask_for_key
 from state_backends.storage import CheckpointStorage
 from tests.integration.checkpoints import restored_state
 from tests.integration.jobs import CountPerKey
+from tests.integration.paced import PacedSource
 from tests.integration.waiting import wait_for
 
 
@@ -30,9 +31,13 @@ def test_aligned_snapshot_holds_exactly_the_records_before_each_barrier(env, tmp
     env.set_parallelism(2).enable_checkpointing(50, CheckpointingMode.EXACTLY_ONCE)
     url = str(tmp_path / "ck")
     env.get_checkpoint_config().set_checkpoint_storage(url).set_max_retained_checkpoints(1000)
-    fast = env.from_source(SequenceSource(0, 299_999, records_per_second=200_000), "fast").uid("fast") \
+    # The rates make one input 100x slower than the other; each source holds its end until five checkpoints
+    # have completed (checkpoints stop once a subtask finishes), whatever the machine's speed.
+    fast = env.from_source(PacedSource(SequenceSource(0, 299_999, records_per_second=200_000),
+                                       end_after_checkpoints=5), "fast").uid("fast") \
         .set_parallelism(1).map(lambda x: "fast").uid("fast-tag").set_parallelism(1)
-    slow = env.from_source(SequenceSource(0, 2_999, records_per_second=2_000), "slow").uid("slow") \
+    slow = env.from_source(PacedSource(SequenceSource(0, 2_999, records_per_second=2_000),
+                                       end_after_checkpoints=5), "slow").uid("slow") \
         .set_parallelism(1).map(lambda x: "slow").uid("slow-tag").set_parallelism(1)
     fast.union(slow).key_by(lambda tag: tag).process(CountPerKey()).uid("count").sink_to(DiscardingSink())
     env.execute("alignment")
@@ -81,12 +86,13 @@ class SignalAfterCheckpoints(MapFunction):
 N, KEYS = 60_000, 97
 
 
-def rescalable_job(env, url, parallelism, rate, marker=None):
+def rescalable_job(env, url, parallelism, per_checkpoint, marker=None):
     env.set_parallelism(parallelism).enable_checkpointing(100)
     # the tests restore the first run's checkpoints after other runs added theirs: retention must not delete them
     env.get_checkpoint_config().set_checkpoint_storage(url).set_max_retained_checkpoints(1000)
     sink = CollectSink("counts")
-    stream = env.from_source(SequenceSource(0, N - 1, records_per_second=rate), "numbers").uid("numbers") \
+    numbers = PacedSource(SequenceSource(0, N - 1), per_checkpoint, together=url + "-paced")
+    stream = env.from_source(numbers, "numbers").uid("numbers") \
         .map(lambda x: x % KEYS).uid("modulo")
     if marker:
         stream = stream.map(SignalAfterCheckpoints(marker, 2)).uid("signal")
@@ -101,7 +107,7 @@ def run_until_checkpointed(spark, url, job_name, tmp_path):
 
     env = StreamExecutionEnvironment.get_execution_environment(spark)
     marker = str(tmp_path / f"{job_name}.checkpointed")
-    rescalable_job(env, url, 2, rate=N / 2 / 20, marker=marker)  # would take 20 s: cancelled long before
+    rescalable_job(env, url, 2, per_checkpoint=N // 2 // 20, marker=marker)  # 20 checkpoints: cancelled after 2
     client = env.execute_async(job_name)
     wait_for(lambda: os.path.exists(marker), what="two completed checkpoints")
     client.cancel()
@@ -125,7 +131,7 @@ def test_rescaled_restore_is_exact_and_puts_state_where_the_key_group_formula_sa
 
     url, storage, ids = checkpointed_at_2
     env = StreamExecutionEnvironment.get_execution_environment(spark)
-    sink = rescalable_job(env, url, new_parallelism, rate=None)
+    sink = rescalable_job(env, url, new_parallelism, per_checkpoint=None)
     result = env.execute("rescale", restore_from=ids[-1])
     assert result.restored_from == [ids[-1]]
     out = result.collected(sink)
@@ -143,7 +149,7 @@ def test_restore_from_a_path_and_from_the_spark_conf(spark, checkpointed_at_2):
     url, storage, ids = checkpointed_at_2
     for how in ("path", "conf"):
         env = StreamExecutionEnvironment.get_execution_environment(spark)
-        sink = rescalable_job(env, url, 2, rate=None)
+        sink = rescalable_job(env, url, 2, per_checkpoint=None)
         if how == "path":
             result = env.execute("rescale", restore_from=os.path.join(url, "rescale", f"chk-{ids[0]}"))
         else:
@@ -169,7 +175,7 @@ def test_restoring_a_missing_or_incomplete_checkpoint_fails_clearly(spark, check
     shutil.copytree(source, os.path.join(url, "rescale", f"chk-{incomplete}"))
     os.remove(os.path.join(url, "rescale", f"chk-{incomplete}", "_metadata"))
     env = StreamExecutionEnvironment.get_execution_environment(spark)
-    rescalable_job(env, url, 2, rate=None)
+    rescalable_job(env, url, 2, per_checkpoint=None)
     with pytest.raises(CorruptCheckpointError,
                        match=f"{incomplete}.*never completed.*" + re.escape(f"Usable checkpoints: {ids}")):
         env.execute("rescale", restore_from=incomplete)
@@ -177,7 +183,7 @@ def test_restoring_a_missing_or_incomplete_checkpoint_fails_clearly(spark, check
         env.execute("rescale", restore_from=9999)
     assert storage.usable_ids() == ids, "an incomplete checkpoint is never usable"
     env = StreamExecutionEnvironment.get_execution_environment(spark)
-    rescalable_job(env, url, 2, rate=None)
+    rescalable_job(env, url, 2, per_checkpoint=None)
     result = env.execute("rescale", restore_from="latest")
     assert result.restored_from == [ids[-1]]
     shutil.rmtree(os.path.join(url, "rescale", f"chk-{incomplete}"), ignore_errors=True)  # the run cleans up too
@@ -191,7 +197,7 @@ def test_a_deleted_state_file_makes_that_checkpoint_unrestorable(spark, tmp_path
     victim = storage.validated_checkpoint(ids[-1]).operator("count").handles[0].path
     os.remove(os.path.join(url, "faulty", f"chk-{ids[-1]}", victim))
     env = StreamExecutionEnvironment.get_execution_environment(spark)
-    rescalable_job(env, url, 2, rate=None)
+    rescalable_job(env, url, 2, per_checkpoint=None)
     with pytest.raises(CorruptCheckpointError,
                        match=re.escape(f"{victim} is missing") + ".*" + re.escape(f"Usable checkpoints: {ids[:-1]}")):
         env.execute("faulty", restore_from=ids[-1])
@@ -202,7 +208,7 @@ def test_max_parallelism_must_match(spark, checkpointed_at_2):
 
     url, storage, ids = checkpointed_at_2
     env = StreamExecutionEnvironment.get_execution_environment(spark).set_max_parallelism(256)
-    rescalable_job(env, url, 2, rate=None)
+    rescalable_job(env, url, 2, per_checkpoint=None)
     with pytest.raises(IncompatibleCheckpointError, match="max parallelism 128.*256"):
         env.execute("rescale", restore_from=ids[-1])
 
@@ -239,7 +245,8 @@ def test_automatic_restart_falls_back_to_an_older_complete_checkpoint(env, tmp_p
     env.get_checkpoint_config().set_checkpoint_storage(url)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
     sink = CollectSink("counts")
-    env.from_source(SequenceSource(0, N - 1, records_per_second=N / 2 / 1.5), "numbers").uid("numbers") \
+    env.from_source(PacedSource(SequenceSource(0, N - 1), N // 2 // 10, together=str(tmp_path / "paced")),
+                    "numbers").uid("numbers") \
         .map(lambda x: x % KEYS).uid("modulo").key_by(lambda k: k).process(CountPerKey()).uid("count") \
         .map(BreakLatestCheckpointThenFail(url, "fallback", record)).uid("breaker").sink_to(sink).uid("sink")
     result = env.execute("fallback")

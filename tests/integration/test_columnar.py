@@ -13,6 +13,7 @@ import pytest
 from operators import CollectSink, SequenceSource
 from runtime import RestartStrategies
 from runtime.keys.key_groups import subtask_for_key
+from tests.integration.paced import PacedSource
 from tests.integration.test_exactly_once import expected_running_counts
 
 N = 120_000
@@ -81,7 +82,9 @@ def test_columnar_job_is_exactly_once_after_a_failure(env, tmp_path, how):
     env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "checkpoints"))
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 0))
     sink = CollectSink("counts")
-    (env.from_source(SequenceSource(0, N - 1, records_per_second=N / 2 / 1.5, columnar=True), "numbers")
+    numbers = PacedSource(SequenceSource(0, N - 1, columnar=True), per_checkpoint=N // 2 // 10,
+                          together=str(tmp_path / "paced"))
+    (env.from_source(numbers, "numbers")
         .uid("numbers")
         .map_batches(modulo(KEYS)).uid("modulo")
         .key_by("key").count().uid("count")
@@ -105,11 +108,13 @@ class TagWithSubtask:
                 .append_column("parallelism", pa.array([self.where[1]] * n, pa.int64())))
 
 
-def columnar_job(env, url, parallelism, rate):
+def columnar_job(env, url, parallelism, per_checkpoint):
     env.set_parallelism(parallelism).enable_checkpointing(100)
-    env.get_checkpoint_config().set_checkpoint_storage(url)
+    env.get_checkpoint_config().set_checkpoint_storage(url).set_max_retained_checkpoints(100)
     sink = CollectSink("counts")
-    (env.from_source(SequenceSource(0, N - 1, records_per_second=rate, columnar=True), "numbers").uid("numbers")
+    numbers = PacedSource(SequenceSource(0, N - 1, columnar=True), per_checkpoint=per_checkpoint,
+                          together=url + "-paced")
+    (env.from_source(numbers, "numbers").uid("numbers")
         .map_batches(modulo(KEYS)).uid("modulo")
         .key_by("key").count().uid("count")
         .map_batches(TagWithSubtask(), schema=TAGGED).uid("tag")
@@ -122,12 +127,12 @@ def test_columnar_state_restores_at_another_parallelism_where_the_key_group_form
 
     url = str(tmp_path / "ck")
     first = StreamExecutionEnvironment.get_execution_environment(spark)
-    columnar_job(first, url, 2, rate=N / 2 / 1.5)
+    columnar_job(first, url, 2, per_checkpoint=N // 2 // 10)
     checkpointed = first.execute("columnar-rescale")
-    assert checkpointed.checkpoints, "the first run must complete a checkpoint"
+    middle = checkpointed.checkpoints[len(checkpointed.checkpoints) // 2].checkpoint_id  # ten, by the pacing
     second = StreamExecutionEnvironment.get_execution_environment(spark)
-    sink = columnar_job(second, url, 3, rate=None)
-    result = second.execute("columnar-rescale", restore_from="latest")
+    sink = columnar_job(second, url, 3, per_checkpoint=None)
+    result = second.execute("columnar-rescale", restore_from=middle)
     rows = result.collected(sink)
     assert sorted((key, n) for key, n, _, _ in rows) == expected_running_counts(N, KEYS)
     assert {p for *_, p in rows} == {2, 3}, "rows from before the checkpoint (p=2) and after the restore (p=3)"

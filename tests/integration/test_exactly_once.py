@@ -15,6 +15,7 @@ import pytest
 from operators import CollectSink, MapFunction, SequenceSource
 from runtime import CheckpointingMode, JobFailedError, RestartStrategies
 from tests.integration.jobs import CountPerKey
+from tests.integration.paced import PacedSource
 
 N = 120_000
 KEYS = 113
@@ -57,8 +58,11 @@ def build(env, tmp_path, parallelism, how, seed, mode=CheckpointingMode.EXACTLY_
     env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "checkpoints"))
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 0))
     sink = CollectSink("counts")
-    rate = N / parallelism / 1.5  # records/s per source subtask: the job lasts about 1.5 s, many checkpoints
-    stream = (env.from_source(SequenceSource(0, N - 1, records_per_second=rate), "numbers").uid("numbers")
+    # Each completed checkpoint lets a tenth of a source subtask's input through: the injected failure comes
+    # after at least one completed checkpoint however fast or slow the machine is.
+    numbers = PacedSource(SequenceSource(0, N - 1), per_checkpoint=N // parallelism // 10,
+                          together=str(tmp_path / "paced"))
+    stream = (env.from_source(numbers, "numbers").uid("numbers")
               .map(lambda x: x % KEYS).uid("modulo")
               .key_by(lambda k: k).process(CountPerKey()).uid("count")
               .map(FailOnceAfterCheckpoint(share, how, N // parallelism)).uid("fail-once"))

@@ -7,12 +7,13 @@ import threading
 
 import pytest
 
-from operators import CollectSink, MapFunction, SequenceSource
+from operators import CollectSink, KeyedProcessFunction, MapFunction, SequenceSource
 from runtime import (
     InsufficientSlotsError,
     JobCancelledError,
     JobFailedError,
     JobStatus,
+    RestartStrategies,
     UnpicklableFunctionError,
 )
 from tests.integration.waiting import wait_for
@@ -150,8 +151,9 @@ def test_a_killed_worker_fails_the_job_clearly(env, spark):
     env.from_sequence(0, 50_000).map(KillSelfAt(30_000)).key_by(lambda x: x % 3).reduce(max) \
         .sink_to(CollectSink())
     client = env.execute_async("sigkill")
-    with pytest.raises(JobFailedError, match="died|lost|crashed|exited|Python worker"):
+    with pytest.raises(JobFailedError, match=r"the slot [01] died without reporting an error") as caught:
         client.get_job_execution_result(timeout=120)
+    assert caught.value.operator_name is None and caught.value.retryable
     assert_nothing_left_running(spark, client._run)
 
 
@@ -162,10 +164,12 @@ def test_a_module_missing_on_the_executors_is_named_with_the_fix(env, tmp_path, 
     monkeypatch.syspath_prepend(str(module_dir))
     import driver_only_helpers
 
-    env.set_parallelism(2)
+    env.set_parallelism(2).set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
     env.from_sequence(0, 10).map(driver_only_helpers.double).sink_to(CollectSink())
-    with pytest.raises(JobFailedError, match="No module named 'driver_only_helpers'.*--py-files"):
-        env.execute("missing-module")
+    client = env.execute_async("missing-module")
+    with pytest.raises(JobFailedError, match="No module named 'driver_only_helpers'.*--py-files.*not restarted"):
+        client.get_job_execution_result(timeout=120)
+    assert client._run.restarts == 0, "a module missing on the executors is missing on every attempt"
 
 
 def test_unreachable_checkpoint_storage_fails_at_start(env, spark, tmp_path):
@@ -179,3 +183,99 @@ def test_unreachable_checkpoint_storage_fails_at_start(env, spark, tmp_path):
     with pytest.raises(StorageUnreachableError, match="not-a-directory/checkpoints"):
         env.execute("unreachable")
     assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
+
+
+class FailsInOpenOnEveryAttempt(MapFunction):
+    def open(self, runtime_context):
+        raise ConnectionRefusedError("database at db:5432 refused the connection")
+
+    def map(self, value):
+        return value
+
+
+def test_an_operator_failing_the_same_way_in_open_twice_stops_the_restarts(env):
+    env.set_parallelism(2).set_restart_strategy(RestartStrategies.fixed_delay_restart(5, 0))
+    env.from_sequence(0, 10).map(FailsInOpenOnEveryAttempt()).name("needs-db").uid("needs-db") \
+        .sink_to(CollectSink())
+    client = env.execute_async("open-fails-twice")
+    with pytest.raises(JobFailedError, match=r"operator 'needs-db' \(subtask \d, uid 'needs-db'\) in open\(\) raised "
+                                             r"ConnectionRefusedError.*same way in open\(\) on two attempts"):
+        client.get_job_execution_result(timeout=120)
+    assert client._run.restarts == 1, "one restart, in case it was transient; not five"
+    assert client.get_job_status() is JobStatus.FAILED
+
+
+def test_a_record_that_does_not_fit_its_declared_type_fails_at_once(env, tmp_path):
+    from runtime import Types
+
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
+    # Every record is a str where LONG was declared; the rebalance sends some of them to the other slot, where
+    # records travel encoded (within a slot they are handed over as they are, unchecked).
+    env.from_sequence(0, 1000).map(str, output_type=Types.LONG()).name("typed") \
+        .rebalance().map(lambda x: x).sink_to(CollectSink())
+    client = env.execute_async("bad-type")
+    with pytest.raises(JobFailedError, match=r"RecordEncodingError.*'typed' declared output_type=LONG.*not restarted"):
+        client.get_job_execution_result(timeout=120)
+    assert client._run.restarts == 0
+
+
+class HoldsALock(KeyedProcessFunction):
+    """Keeps an unpicklable value in keyed state: no checkpoint of it can ever be written."""
+
+    def open(self, runtime_context):
+        from operators import ValueStateDescriptor
+
+        self.state = runtime_context.get_state(ValueStateDescriptor("connection"))
+
+    def process_element(self, value, ctx):
+        self.state.update(threading.Lock())
+        yield value
+
+
+def test_unpicklable_state_fails_the_job_at_once_naming_the_state_and_operator(env, tmp_path):
+    env.set_parallelism(2).enable_checkpointing(50)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
+    env.from_source(SequenceSource(0, None), "endless").key_by(lambda x: x % 10).process(HoldsALock()).uid("locker") \
+        .sink_to(CollectSink())
+    client = env.execute_async("unpicklable-state")
+    with pytest.raises(JobFailedError, match=r"checkpoint \d+ failed.*operator uid 'locker': keyed state "
+                                             r"'connection' cannot be checkpointed.*not restarted"):
+        client.get_job_execution_result(timeout=120)
+    assert client._run.restarts == 0
+
+
+def test_a_malformed_line_fails_the_job_without_restarts(env, tmp_path):
+    from operators import FileSource
+
+    source_dir = tmp_path / "in"
+    source_dir.mkdir()
+    (source_dir / "bad.jsonl").write_text('{"user": "a"}\n{"user": oops}\n')
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
+    env.from_source(FileSource(str(source_dir)), "events").sink_to(CollectSink())
+    client = env.execute_async("malformed-fatal")
+    with pytest.raises(JobFailedError, match=r"bad\.jsonl, line 2: malformed jsonl.*not restarted"):
+        client.get_job_execution_result(timeout=120)
+    assert client._run.restarts == 0
+
+
+class AlwaysFails(MapFunction):
+    def map(self, value):
+        raise RuntimeError("fails on every record")
+
+
+def test_a_cancel_during_the_restart_delay_goes_through_cancelling(env):
+    env.set_parallelism(1).set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 600_000))  # 10 minutes
+    env.from_sequence(0, 10).map(AlwaysFails()).sink_to(CollectSink())
+    client = env.execute_async("cancel-while-restarting")
+    wait_for(lambda: client.get_job_status() is JobStatus.RESTARTING, what="the restart delay")
+    client.cancel()
+    assert client.get_job_status() is JobStatus.CANCELED
+    assert [status for status, _ in client._run.lifecycle.history] == [
+        JobStatus.CREATED, JobStatus.RUNNING, JobStatus.RESTARTING, JobStatus.CANCELLING, JobStatus.CANCELED]
+    with pytest.raises(JobCancelledError):
+        client.get_job_execution_result()

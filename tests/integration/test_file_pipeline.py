@@ -4,14 +4,13 @@ import collections
 import json
 import os
 import random
-import time
 
 import pytest
 
 from operators import FileSink, FileSource, MapFunction
 from runtime import JobFailedError, RestartStrategies, StreamExecutionEnvironment
 from runtime.errors import OutputUnreachableError
-from tests.integration import chaos
+from tests.integration import chaos, paced
 from tests.integration.jobs import CountPerKey
 from tests.integration.waiting import wait_for
 
@@ -37,12 +36,16 @@ def expected_running_counts(rows):
 
 def file_job(env, source_dir, out_dir, chaos_dir=None, chaos_faults=(), continuous=False, seed=0):
     rng = random.Random(seed)
-    stream = env.from_source(FileSource(source_dir, format="jsonl", continuous=continuous,
-                                        discovery_interval_ms=100), "events").uid("events")
+    # A thousand lines per subtask and checkpoint: faults fire mid-stream, and the source holds its end until
+    # every planned fault has fired, however fast the machine reads.
+    files = FileSource(source_dir, format="jsonl", continuous=continuous, discovery_interval_ms=100)
+    holding = paced.DirectoryEmpty(chaos_dir) if chaos_dir else None
+    events = paced.PacedSource(files, per_checkpoint=1000, end_when=holding, together=out_dir + "-paced")
+    stream = env.from_source(events, "events").uid("events")
     if "kill-in-map" in chaos_faults:
         stream = stream.map(chaos.ChaosMap(chaos_dir, "kill-in-map", "kill", rng.randrange(500, 3000))).uid("chaos-1")
     else:
-        stream = stream.map(chaos.ChaosMap(chaos_dir or "/nonexistent", "-", "raise", 1 << 60)).uid("chaos-1")
+        stream = stream.map(lambda r: r).uid("chaos-1")
     keyed = stream.map(lambda r: r["user"]).uid("user").key_by(lambda u: u).process(CountPerKey()).uid("count")
     if "raise-in-map" in chaos_faults:
         keyed = keyed.map(chaos.ChaosMap(chaos_dir, "raise-in-map", "raise", rng.randrange(500, 3000))).uid("chaos-2")
@@ -90,7 +93,6 @@ class SignalCheckpoints(MapFunction):
             open(self.path, "a").close()
 
     def map(self, value):
-        time.sleep(0.001)  # about 6 s of input per subtask: the test cancels long before the end
         return value
 
 
@@ -102,8 +104,11 @@ def test_restoring_an_older_checkpoint_than_the_latest_stays_exactly_once(spark,
         env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(2)
         env.enable_checkpointing(100)
         env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck")).set_max_retained_checkpoints(10)
-        stream = env.from_source(FileSource(str(tmp_path / "in")), "events").uid("events") \
-            .map(SignalCheckpoints(marker, 4)).uid("throttle")
+        # 500 lines per subtask and checkpoint, and no end before the marker: the first run is still going
+        # when the test cancels it after four checkpoints.
+        events = paced.PacedSource(FileSource(str(tmp_path / "in")), per_checkpoint=500,
+                                   end_when=paced.FileExists(marker), together=str(tmp_path / "paced"))
+        stream = env.from_source(events, "events").uid("events").map(SignalCheckpoints(marker, 4)).uid("throttle")
         sink = FileSink(str(tmp_path / "out"), format="jsonl", max_part_bytes=10_000)
         stream.map(lambda r: r["user"]).uid("user").key_by(lambda u: u).process(CountPerKey()).uid("count") \
             .sink_to(sink).uid("files-out")

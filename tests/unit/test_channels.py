@@ -1,5 +1,6 @@
 """Remote channels: credit-based flow control bounds the batches in flight, and nothing is lost on close."""
 
+import select
 import threading
 
 from runtime.network.channels import CREDITS, DataServer, InputGate, RemoteChannel
@@ -10,8 +11,41 @@ CAPACITY = 3
 BATCHES = 200  # small batches: without credits the socket buffers would take them all at once
 
 
+class WatchedGate(InputGate):
+    """An input gate that says when a producer had to wait because a channel's queue was full."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.full = threading.Event()
+
+    def put(self, index, item):
+        if len(self._queues[index]) >= self._capacity:  # nobody polls in the test: it stays full
+            self.full.set()
+        super().put(index, item)
+
+
+class BlockedProducerSpy:
+    """Stands in for the producer's socket: says when the producer waits for a credit that cannot come (the
+    gate is full, so its reader grants none, and no credit is readable)."""
+
+    def __init__(self, sock, gate: WatchedGate):
+        self.sock = sock
+        self.gate = gate
+        self.blocked = threading.Event()
+
+    def recv(self, n):
+        # Wait for a credit the way recv would, but keep looking: the gate may fill while the producer waits.
+        while not select.select([self.sock], [], [], 0.01)[0]:
+            if self.gate.full.is_set():
+                self.blocked.set()
+        return self.sock.recv(n)
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
 def _connected_pair(errors):
-    gate = InputGate([(0, 0)], capacity=CAPACITY)
+    gate = WatchedGate([(0, 0)], capacity=CAPACITY)
     codec = RecordCodec(None)
     server = DataServer("127.0.0.1", 0, lambda edge, producer, consumer: (gate, 0, codec), errors.append)
     server.start()
@@ -21,6 +55,7 @@ def _connected_pair(errors):
 def test_a_producer_runs_at_most_gate_capacity_plus_credits_ahead_and_loses_nothing_on_close():
     errors = []
     gate, server, channel = _connected_pair(errors)
+    spy = channel.sock = BlockedProducerSpy(channel.sock, gate)
     sent = []
 
     def produce():
@@ -33,21 +68,36 @@ def test_a_producer_runs_at_most_gate_capacity_plus_credits_ahead_and_loses_noth
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
     try:
-        # Nobody polls the gate: the producer must stop once the gate is full and its credits are spent
-        # (a negative check, so it needs a bounded wait).
-        producer.join(timeout=1.0)
-        assert producer.is_alive()
+        # Nobody polls the gate: it fills, its reader stops granting credits, and the producer blocks.
+        assert spy.blocked.wait(timeout=60), "the producer never blocked"
         assert len(sent) == CAPACITY + CREDITS
-
         received = []
-        while (item := gate.poll(timeout=10)) is not None:
+        while (item := gate.poll(timeout=60)) is not None:
             _, value = item
             if value is END_OF_INPUT:
                 break
             received.extend(value)
-        producer.join(timeout=10)
-        assert not producer.is_alive()
+        producer.join(timeout=60)
         assert received == list(range(BATCHES)) and not errors
     finally:
         server.close()
         channel.abort()
+
+
+def test_the_gate_holds_at_most_its_capacity_per_channel():
+    gate = InputGate([(0, 0)], capacity=CAPACITY)
+    for i in range(CAPACITY):
+        gate.put(0, [i])
+    blocked = threading.Event()
+    done = threading.Event()
+
+    def put_one_more():
+        blocked.set()
+        gate.put(0, [CAPACITY])  # waits until the consumer takes one
+        done.set()
+
+    threading.Thread(target=put_one_more, daemon=True).start()
+    assert blocked.wait(timeout=60)
+    assert gate.poll(timeout=60) == (0, [0])
+    assert done.wait(timeout=60)
+    assert [gate.poll(timeout=60)[1] for _ in range(CAPACITY)] == [[1], [2], [CAPACITY]]

@@ -226,6 +226,8 @@ def test_cli_lists_and_describes_checkpoints(tmp_path, capsys):
     assert "subtask 0: op/0.arrow" in capsys.readouterr().out
     assert chandy(["checkpoint", str(tmp_path / "job"), "5"]) == 2
     assert "Usable checkpoints: [1, 2]" in capsys.readouterr().err
+    assert chandy(["checkpoint", str(tmp_path / "job"), "latest"]) == 0
+    assert capsys.readouterr().out.startswith("checkpoint 2 of job 'job'")
 
 
 def test_an_aborted_checkpoint_stops_being_written_and_is_not_reported():
