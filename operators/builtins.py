@@ -148,20 +148,22 @@ class KeyedReduceOperator(OneInputOperator):
         from state_backends.descriptors import ValueStateDescriptor
 
         self.backend = self.runtime_context.keyed_backend
-        self.state = self.backend.get_state(ValueStateDescriptor(self.STATE_NAME))
+        self.backend.get_state(ValueStateDescriptor(self.STATE_NAME))
         super().open()
 
     def process_batch(self, records: list) -> list:
+        # One state read and one write per distinct key of the batch, the folding in a local dict: a barrier
+        # only ever comes between two batches, so the state is exact at every snapshot.
         reduce = self.call
-        key_of = self.key_selector
-        set_key = self.backend.set_current_key
-        read, write = self.state.value, self.state.update
+        keys = [self.key_selector(r) for r in records]
+        distinct = list(dict.fromkeys(keys))
+        current = dict(zip(distinct, self.backend.get_many(self.STATE_NAME, distinct)))
         out = []
         append = out.append
-        for r in records:
-            set_key(key_of(r))
-            current = read()
-            value = r if current is None else reduce(current, r)
-            write(value)
+        for r, key in zip(records, keys):
+            before = current[key]
+            value = r if before is None else reduce(before, r)
+            current[key] = value
             append(value)
+        self.backend.put_many(self.STATE_NAME, distinct, [current[key] for key in distinct])
         return out

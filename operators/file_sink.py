@@ -52,8 +52,9 @@ _PART = re.compile(r"^part-(?P<run>[0-9a-f]+)-(?P<subtask>\d+)-(?P<seq>\d+)-(?P<
 class FileTransaction:
     """One subtask's files between two checkpoints (picklable: it is checkpointed).
 
-    ``status`` is what this object went through; a copy restored from a checkpoint says ``PRE_COMMITTED``
-    even if it was committed since, so :meth:`FileSink.commit` and :meth:`FileSink.abort` look at the files.
+    ``status`` is what this object went through; a copy restored from a checkpoint tells what it was when the
+    checkpoint was written out (usually ``PRE_COMMITTED``, though it may have been committed since, or even
+    while the snapshot was pickled), so :meth:`FileSink.commit` and :meth:`FileSink.abort` look at the files.
     """
 
     run_id: str

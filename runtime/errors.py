@@ -20,6 +20,7 @@ __all__ = [
     "ChandyError",
     "is_retryable",
     "ApiUsageError",
+    "UnknownNameError",
     "ConfigurationError",
     "JobGraphError",
     "UnpicklableFunctionError",
@@ -77,6 +78,13 @@ class ApiUsageError(ChandyError, TypeError):
     columnar stream ...). Raised where the job is declared."""
 
     retryable = False
+
+
+class UnknownNameError(ApiUsageError, KeyError):
+    """A name the job does not have (a CollectSink's, an operator uid)."""
+
+    def __str__(self) -> str:  # KeyError's own would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 class ConfigurationError(ChandyError, ValueError):

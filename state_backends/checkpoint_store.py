@@ -119,42 +119,64 @@ class CheckpointStore:
             self._call(lambda: self._write_remote(path, data, "wb"))
 
     def create_if_absent(self, path: str, data: bytes) -> bool:
-        """Write ``data`` to ``path`` unless something is there already; False when it was. Atomic on local
-        disks (a hard link of a finished temporary file) and wherever the filesystem supports exclusive
-        creation (mode ``xb``); elsewhere a check then a write."""
+        """Write ``data`` to ``path`` unless something is there already. True when ``path`` now holds ``data``
+        (written now, or already there: a retried write whose first try landed); False when it holds
+        something else, which is kept.
+
+        Local disks: a hard link of a finished temporary file (atomic and exclusive); where the filesystem has
+        no hard links (some FUSE and SMB mounts), an exclusive create. Elsewhere: a look, then an exclusive
+        create (mode ``xb``) where the filesystem supports one, else a plain write. Not every fsspec
+        filesystem enforces ``xb``, so the look comes first whatever the mode promises."""
         self.makedirs(posixpath.dirname(path))
-        if self.is_local:
-            temporary = f"{path}.{uuid.uuid4().hex[:8]}.inprogress"
-            self._call(lambda: self._write_local(temporary, data))
-            try:
-                self._call(lambda: os.link(temporary, path))
-                return True
-            except StorageUnreachableError as exc:
-                if isinstance(exc.__cause__, FileExistsError):
-                    return False
-                raise
-            finally:
-                with contextlib.suppress(OSError):
-                    os.remove(temporary)
+        existing = self._read_if_present(path)
+        if existing is not None:
+            return existing == data
         try:
-            self._call(lambda: self._write_remote(path, data, "xb"))
+            if self.is_local:
+                self._create_local(path, data)
+            else:
+                self._create_remote(path, data)
             return True
-        except StorageUnreachableError as exc:
-            if isinstance(exc.__cause__, FileExistsError):
-                return False
-            if not isinstance(exc.__cause__, (ValueError, NotImplementedError)):
-                raise
-        # no exclusive mode on this filesystem: best effort
+        except FileExistsError:  # someone else created it meanwhile
+            return self._read_if_present(path) == data
+
+    def _read_if_present(self, path: str) -> bytes | None:
         try:
-            self.size(path)
-            return False
+            return self.read(path)
         except FileNotFoundError:
+            return None
+
+    def _create_local(self, path: str, data: bytes) -> None:
+        temporary = f"{path}.{uuid.uuid4().hex[:8]}.inprogress"
+        self._call(lambda: self._write_local(temporary, data))
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links on this filesystem: an exclusive create, visible while it is written
+            try:
+                self._write_local(path, data, mode="xb")
+            except FileExistsError:
+                raise
+            except OSError as exc:
+                raise StorageUnreachableError(self.url, exc) from exc
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
+
+    def _create_remote(self, path: str, data: bytes) -> None:
+        try:
+            self._write_remote(path, data, "xb")
+        except FileExistsError:
+            raise
+        except (ValueError, NotImplementedError):  # no exclusive mode: the look before was the check
             self._call(lambda: self._write_remote(path, data, "wb"))
-            return True
+        except Exception as exc:  # anything but absence: the storage cannot be used right now
+            raise StorageUnreachableError(self.url, exc) from exc
 
     @staticmethod
-    def _write_local(path: str, data: bytes) -> None:
-        with open(path, "wb") as f:
+    def _write_local(path: str, data: bytes, mode: str = "wb") -> None:
+        with open(path, mode) as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

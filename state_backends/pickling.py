@@ -21,12 +21,16 @@ def pickle_state(named: dict[str, Any], kind: str) -> bytes:
     """``named`` (state name -> content) pickled; ``kind`` says what the names are, for the error."""
     try:
         return pickle.dumps(named, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:  # name the state that holds the unpicklable value
+    except Exception as exc:
+        # Fatal only when a state holds a value that cannot be pickled (every later checkpoint would fail);
+        # anything else (a value changed while it was pickled, no memory) fails this checkpoint only.
         culprit = next((name for name, content in named.items() if not _picklable(content)), None)
-        where = f"{kind} '{culprit}'" if culprit is not None else kind
+        if culprit is None:
+            raise
         raise UnpicklableStateError(
-            f"{where} cannot be checkpointed: a value in it cannot be pickled ({type(exc).__name__}: {exc}). "
-            "Keep only picklable values in state (no locks, sockets, clients or open files).") from exc
+            f"{kind} '{culprit}' cannot be checkpointed: a value in it cannot be pickled "
+            f"({type(exc).__name__}: {exc}). Keep only picklable values in state (no locks, sockets, clients or "
+            "open files).") from exc
 
 
 def _picklable(value: Any) -> bool:

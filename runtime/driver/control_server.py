@@ -43,6 +43,7 @@ class ControlServer:
         self.registrations: dict[int, Register] = {}
         self._sockets: dict[int, MessageSocket] = {}
         self._finished: set[int] = set()
+        self._rendezvous_done = False
         self._lock = threading.Lock()
         self._acceptor = Acceptor(host, self._serve, "chandy-control-conn", backlog=max(16, slots * 2))
         self.address = self._acceptor.address
@@ -89,11 +90,13 @@ class ControlServer:
         if complete:
             addresses = tuple((self.registrations[s].host, self.registrations[s].port) for s in range(self.slots))
             self.broadcast(Addresses(self.attempt, addresses))
+            self._rendezvous_done = True  # only now: a trigger sent earlier would reach a slot still registering
 
     @property
     def all_registered(self) -> bool:
-        """Every slot registered: messages broadcast from now on reach every slot."""
-        return len(self.registrations) == self.slots
+        """Every slot registered and has every address: messages broadcast from now on reach every slot, after
+        the addresses."""
+        return self._rendezvous_done
 
     def wait_until_all_disconnected(self, timeout: float) -> bool:
         """Wait for every slot's connection to close: slots close it last, after all their other sockets."""

@@ -37,6 +37,7 @@ import logging
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 from runtime.checkpoint_config import CheckpointConfig
@@ -149,43 +150,57 @@ class CheckpointCoordinator:
                 waits.append(self.config.timeout_ms - (now - pending.triggered_ms))
             return max(0.001, min(waits) / 1000.0)
 
+    def handle(self, message: CheckpointMessage | None) -> tuple[Attempt | None, JobFailedError | None]:
+        """The loop's step: handle ``message`` (if any), then what time says; the failure comes with the
+        attempt it belongs to, both read under the lock."""
+        with self._lock:
+            attempt = self.attempt
+            failure = self._on_message(message) if message is not None else None
+            return attempt, self._tick() or failure
+
     def tick(self) -> JobFailedError | None:
         """Time out overdue checkpoints and trigger the next one when it is due."""
         with self._lock:
-            if self.attempt is None:
-                return None
-            now = self._now_ms()
-            failure = None
-            for checkpoint_id, pending in list(self.pending.items()):
-                if pending.timed_out(now, self.config.timeout_ms):
-                    missing = sorted(pending.expected - set(pending.acks))
-                    failure = self._abort(checkpoint_id, f"not acknowledged within {self.config.timeout_ms:.0f} ms "
-                                                         f"by {self._describe_subtasks(missing)}") or failure
-            if should_trigger(now, self.config.interval_ms, self.last_trigger_ms, self.last_completion_ms,
-                              self.config.min_pause_ms, len(self.pending), self.config.max_concurrent,
-                              all_subtasks_running=self.control.all_registered and not self.finished_subtasks):
-                self._trigger(now)
-            return failure
+            return self._tick()
+
+    def _tick(self) -> JobFailedError | None:
+        if self.attempt is None:
+            return None
+        now = self._now_ms()
+        failure = None
+        for checkpoint_id, pending in list(self.pending.items()):
+            if pending.timed_out(now, self.config.timeout_ms):
+                missing = sorted(pending.expected - set(pending.acks))
+                failure = self._abort(checkpoint_id, f"not acknowledged within {self.config.timeout_ms:.0f} ms "
+                                                     f"by {self._describe_subtasks(missing)}") or failure
+        if should_trigger(now, self.config.interval_ms, self.last_trigger_ms, self.last_completion_ms,
+                          self.config.min_pause_ms, len(self.pending), self.config.max_concurrent,
+                          all_subtasks_running=self.control.all_registered and not self.finished_subtasks):
+            self._trigger(now)
+        return failure
 
     # -- messages from slots -------------------------------------------------------------------------
 
     def on_message(self, message: CheckpointMessage) -> JobFailedError | None:
         with self._lock:
-            if self.attempt is None or message.attempt != self.attempt:
-                if isinstance(message, AcknowledgeCheckpoint):  # of an attempt that is over: never needed
-                    self._discard_state(message, AckResult.DISCARDED)
-                return None
-            if isinstance(message, AcknowledgeCheckpoint):
-                return self._on_ack(message)
-            if isinstance(message, DeclineCheckpoint):
-                return self._on_decline(message)
-            if isinstance(message, SubtaskFinished):
-                log.info("%s finished; no more checkpoints in this attempt",
-                         self._describe_subtasks([SubtaskId(message.chain, message.subtask)]))
-                self.finished_subtasks.add(SubtaskId(message.chain, message.subtask))
-                for checkpoint_id in list(self.pending):
-                    self._abort(checkpoint_id, "a subtask finished before acknowledging", count_failure=False)
+            return self._on_message(message)
+
+    def _on_message(self, message: CheckpointMessage) -> JobFailedError | None:
+        if self.attempt is None or message.attempt != self.attempt:
+            if isinstance(message, AcknowledgeCheckpoint):  # of an attempt that is over: never needed
+                self._discard_state(message, AckResult.DISCARDED)
             return None
+        if isinstance(message, AcknowledgeCheckpoint):
+            return self._on_ack(message)
+        if isinstance(message, DeclineCheckpoint):
+            return self._on_decline(message)
+        if isinstance(message, SubtaskFinished):
+            finished = self._describe_subtasks([SubtaskId(message.chain, message.subtask)])
+            log.info("%s finished; no more checkpoints in this attempt", finished)
+            self.finished_subtasks.add(SubtaskId(message.chain, message.subtask))
+            for checkpoint_id in list(self.pending):
+                self._abort(checkpoint_id, f"{finished} finished before acknowledging", count_failure=False)
+        return None
 
     # -- carrying decisions out (lock held) ----------------------------------------------------------
 
@@ -323,6 +338,17 @@ class CheckpointCoordinator:
 _STOP = object()
 
 
+class _Wake:
+    """Wakes the loop: it recomputes its next wakeup (a new attempt began)."""
+
+
+@dataclass(frozen=True)
+class _Flush:
+    """Set once every message put in the inbox before it has been handled."""
+
+    done: threading.Event
+
+
 class CoordinatorLoop:
     """The coordinator's thread: its inbox receives checkpoint messages from the control server; it also
     wakes when a checkpoint is due or overdue. ``on_failure(attempt, error)`` tells the job master about a
@@ -345,16 +371,30 @@ class CoordinatorLoop:
                 message = None
             if message is _STOP:
                 return
-            attempt = coordinator.attempt
+            if isinstance(message, _Flush):
+                message.done.set()
+                continue
+            if isinstance(message, _Wake):
+                message = None
             try:
-                failure = coordinator.on_message(message) if message is not None else None
-                failure = coordinator.tick() or failure
+                attempt, failure = coordinator.handle(message)
             except Exception as exc:  # a bug of ours must still end the job visibly
                 log.exception("checkpoint coordinator failed")
-                failure = JobFailedError(f"Job '{coordinator.graph.job_name}': the checkpoint coordinator failed: "
-                                         f"{type(exc).__name__}: {exc}")
+                attempt, failure = coordinator.attempt, JobFailedError(
+                    f"Job '{coordinator.graph.job_name}': the checkpoint coordinator failed: "
+                    f"{type(exc).__name__}: {exc}")
             if failure is not None and attempt is not None:
                 self.on_failure(attempt, failure)
+
+    def wake(self) -> None:
+        """Recompute when to wake next (a new attempt began: its first checkpoint is one interval away)."""
+        self.inbox.put(_Wake())
+
+    def flush(self, timeout: float = 60.0) -> bool:
+        """Wait until every message put in the inbox so far has been handled; False on timeout."""
+        done = threading.Event()
+        self.inbox.put(_Flush(done))
+        return done.wait(timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
         self.inbox.put(_STOP)

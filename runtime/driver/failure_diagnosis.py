@@ -1,8 +1,9 @@
 """Deciding, from everything the driver heard, what made a job attempt fail, and whether to restart. Pure.
 
 When one slot fails, its peers fail too (their channels break), and Spark fails the stage. The user needs
-the first cause, so evidence is ranked: an operator's own exception; else a slot that died without a word
-(SIGKILL, out of memory, lost executor); else a runtime error a slot reported; else Spark's error.
+the first cause, so evidence is ranked: an operator's own exception; else a runtime error that says it would
+repeat (the job could not be loaded, a checkpoint could not be restored); else a slot that died without a
+word (SIGKILL, out of memory, lost executor); else another runtime error a slot reported; else Spark's error.
 
 A restart is worth it only when the cause may not repeat: :func:`decide_restart` refuses one for errors that
 say they would (a malformed record, an undeclared type, a module missing on the executors ...), and for an
@@ -72,6 +73,9 @@ def diagnose(job_name: str, evidence: FailureEvidence) -> Diagnosis:
     """The error to raise for a failed attempt."""
     for report in evidence.reports:
         if report.operator_name is not None:
+            return _from_report(job_name, report)
+    for report in evidence.reports:  # e.g. a module missing on one executor: Spark may kill its peers silently
+        if not report.retryable:
             return _from_report(job_name, report)
     reporting = {r.slot for r in evidence.reports}
     silent = [s for s in evidence.disconnected_slots if s not in reporting]

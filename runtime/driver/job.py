@@ -34,6 +34,7 @@ from runtime.driver.lifecycle import JobLifecycle
 from runtime.driver.restore_plan import RestorePoint, plan_restore
 from runtime.driver.result import JobResult, JobStatus
 from runtime.errors import (
+    CheckpointNotFoundError,
     CorruptCheckpointError,
     JobCancelledError,
     JobFailedError,
@@ -95,6 +96,7 @@ class JobMaster:
         self.registered_pids: list[int] = []
         self.data_addresses: list[tuple[str, int]] = []
         self.coordinator_loop: CoordinatorLoop | None = None
+        self._cancel_requested = False  # a cancel that arrived while the master was busy with something else
         self._handlers: dict[type, Callable[[Any], Any]] = {
             StageCompleted: lambda event: self._finish(event.results),
             SlotFailed: self._attempt_failed,
@@ -168,7 +170,7 @@ class JobMaster:
                 log.warning("Job '%s' attempt %d failed, restarting in %.0f ms (restart %d of %d): %s",
                             self.graph.job_name, self.attempt, self.restart.delay_ms, self.restarts,
                             self.restart.max_attempts, outcome.error.message.splitlines()[0])
-                if self._cancel_requested_within(self.restart.delay_ms / 1000.0):
+                if self._cancel_requested or self._cancel_requested_within(self.restart.delay_ms / 1000.0):
                     return self._cancel()
                 try:
                     restore = self._choose_restore()
@@ -195,7 +197,7 @@ class JobMaster:
             for checkpoint_id in reversed(self.coordinator.completed_checkpoints()):
                 try:
                     return RestorePoint(storage, storage.validated_checkpoint(checkpoint_id))
-                except CorruptCheckpointError as exc:
+                except (CorruptCheckpointError, CheckpointNotFoundError) as exc:
                     log.warning("Not restoring checkpoint %d: %s", checkpoint_id, exc)
         return self.initial_restore
 
@@ -210,6 +212,7 @@ class JobMaster:
         self.control = ControlServer(_driver_host(self.spark), self.attempt, graph.slots, self.events, inbox)
         if self.coordinator is not None:
             self.coordinator.start_attempt(self.attempt, self.control)
+            self.coordinator_loop.wake()
         task = barrier_task(self._payload, self.control.address, self.attempt, restore_payload)
         self.stage = BarrierStage(self.spark, f"chandy-{self.job_id}-{self.attempt}",
                                   f"Chandy job '{graph.job_name}' attempt {self.attempt}", graph.slots, task,
@@ -252,7 +255,9 @@ class JobMaster:
         deadline = time.monotonic() + FAILURE_GRACE_S
         event = first
         while True:
-            if getattr(event, "attempt", self.attempt) == self.attempt:
+            if isinstance(event, CancelRequested):
+                self._cancel_requested = True  # honoured once the attempt is stopped: no restart follows
+            elif getattr(event, "attempt", self.attempt) == self.attempt:
                 if isinstance(event, SlotFailed):
                     evidence.reports.append(event)
                 elif isinstance(event, SlotDisconnected):
@@ -272,10 +277,10 @@ class JobMaster:
     # -- endings --------------------------------------------------------------------------------------
 
     def _stop_everything(self, reason: str) -> None:
+        self.control.broadcast(Cancel(self.attempt, reason))  # first: the coordinator may wait on storage
+        self.stage.cancel()
         if self.coordinator is not None:
             self.coordinator.end_attempt(reason)
-        self.control.broadcast(Cancel(self.attempt, reason))
-        self.stage.cancel()
         if not self.stage.join(STAGE_STOP_TIMEOUT_S):
             log.warning("Spark stage of job %s did not stop within %s s", self.job_id, STAGE_STOP_TIMEOUT_S)
         if not self.control.wait_until_all_disconnected(STAGE_STOP_TIMEOUT_S):
@@ -289,6 +294,12 @@ class JobMaster:
         self.data_addresses = [(r.host, r.port) for r in registrations.values()]
 
     def _finish(self, blobs: list) -> JobResult:
+        # Every slot sent its last acks before returning; they are handled once its control connection has
+        # been read to the end and the coordinator's inbox drained.
+        if not self.control.wait_until_all_disconnected(STAGE_STOP_TIMEOUT_S):
+            log.warning("Some slots of job %s still hold their control connection", self.job_id)
+        if self.coordinator_loop is not None and not self.coordinator_loop.flush(STAGE_STOP_TIMEOUT_S):
+            log.warning("The checkpoint coordinator of job %s did not catch up with its messages", self.job_id)
         self._remember_slots()
         self.control.close()
         per_uid: dict[str, list] = {}

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from runtime.errors import ApiUsageError
+from runtime.errors import UnknownNameError
 
 __all__ = ["JobStatus", "JobResult", "JobClient"]
 
@@ -64,7 +64,7 @@ class JobResult:
         name = getattr(sink, "name", sink)
         uid = self.collect_sinks.get(name)
         if uid is None:
-            raise ApiUsageError(f"Job '{self.job_name}' has no CollectSink named {name!r}; "
+            raise UnknownNameError(f"Job '{self.job_name}' has no CollectSink named {name!r}; "
                            f"it has {sorted(self.collect_sinks)}")
         return self.sink_results[uid]
 

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import logging
 import pickle
-import socket
 import traceback
 
 import cloudpickle
 
-from runtime.executor.slot import SlotRunner
+from runtime.executor.slot import SlotRunner, report_before_registering
 from runtime.ids import Attempt, SlotIndex, SubtaskIndex
 from runtime.protocol.messages import FailurePhase, SlotFailed
-from runtime.protocol.wire import MessageSocket
 
 __all__ = ["barrier_task"]
 
@@ -29,14 +27,10 @@ def _report_unloadable_job(coordinator: tuple[str, int], attempt: Attempt, slot:
     message = (f"the job could not be loaded on the executor: {type(exc).__name__}: {exc}. Modules your "
                "functions use must exist on the executors too: ship them with spark-submit --py-files "
                "(or SparkContext.addPyFile), or install them there.")
-    try:
-        with socket.create_connection(coordinator, timeout=30) as sock:
-            # A module missing here is missing on every attempt: restarting cannot help.
-            MessageSocket(sock).send(SlotFailed(attempt, slot, None, None, SubtaskIndex(slot), type(exc).__name__,
-                                                message, "".join(traceback.format_exception(exc)),
-                                                retryable=False, phase=FailurePhase.LOAD))
-    except OSError:
-        log.error("Could not report to the driver: %s", message)
+    # A module missing here is missing on every attempt: restarting cannot help.
+    report_before_registering(coordinator, SlotFailed(
+        attempt, slot, None, None, SubtaskIndex(slot), type(exc).__name__, message,
+        "".join(traceback.format_exception(exc)), retryable=False, phase=FailurePhase.LOAD))
 
 
 def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: Attempt,

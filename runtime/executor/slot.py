@@ -52,7 +52,7 @@ from runtime.protocol.messages import (
 from runtime.protocol.wire import ConnectionClosed, MessageSocket
 from state_backends.base import KeyedStateBackend
 
-__all__ = ["SlotRunner"]
+__all__ = ["SlotRunner", "report_before_registering"]
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +256,14 @@ class SlotRunner:
 
     def run(self) -> dict[str, Any]:
         """Run the slot to the end; returns each hosted sink's result by operator uid."""
-        self._build_runners()
+        try:
+            self._build_runners()  # restores state: before the data server takes connections for the gates
+        except BaseException as exc:  # nobody is connected yet: report on a connection of its own
+            report_before_registering(self.coordinator, SlotFailed(
+                self.attempt, self.slot, None, None, SubtaskIndex(self.slot), type(exc).__name__,
+                f"setting up the slot (restoring its state) failed: {exc}",
+                "".join(traceback.format_exception(exc)), retryable=is_retryable(exc), phase=FailurePhase.LOAD))
+            raise
         self.server = DataServer(self.host, self.attempt, self._route, self.fail)
         self.server.start()
         threads: list[threading.Thread] = []
@@ -311,3 +318,12 @@ class SlotRunner:
                 backend.close()
             except Exception:  # what it held is the process's; the slot's outcome is decided already
                 log.exception("closing a keyed state backend failed")
+
+
+def report_before_registering(coordinator: tuple[str, int], message: SlotFailed) -> None:
+    """Tell the driver about a failure before the slot has a control connection."""
+    try:
+        with socket.create_connection(coordinator, timeout=30) as sock:
+            MessageSocket(sock).send(message)
+    except OSError:
+        log.error("Could not report to the driver: %s", message.error_message)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import posixpath
 import uuid
 from pathlib import Path
@@ -535,3 +536,41 @@ def test_a_root_below_a_regular_file_is_unreachable(tmp_path):
                 lambda: storage.read_checkpoint(1), storage.check_writable):
         with pytest.raises(StorageUnreachableError, match="file/below"):
             ask()
+
+
+def test_create_if_absent_counts_identical_content_as_done(storage_impl):
+    """A retried write whose first try landed (a conditional PUT answering 412 on the retry) is no conflict."""
+    store, root = storage_impl.store()
+    assert store.create_if_absent(f"{root}/job/_metadata", b"same")
+    assert store.create_if_absent(f"{root}/job/_metadata", b"same")
+    assert not store.create_if_absent(f"{root}/job/_metadata", b"other")
+    assert store.read(f"{root}/job/_metadata") == b"same"
+
+
+def test_create_if_absent_stays_exclusive_where_xb_is_not_enforced(storage_impl):
+    """Some fsspec filesystems accept mode ``xb`` and simply write: the store must not overwrite through it."""
+
+    class Overwriting(storage_impl.filesystem_class):
+        def _open(self, path, mode="rb", **kwargs):
+            return super()._open(path, "wb" if mode == "xb" else mode, **kwargs)
+
+        def open(self, path, mode="rb", **kwargs):
+            return super().open(path, "wb" if mode == "xb" else mode, **kwargs)
+
+    store, root = storage_impl.store(filesystem=Overwriting())
+    assert store.create_if_absent(f"{root}/job/_metadata", b"first")
+    assert not store.create_if_absent(f"{root}/job/_metadata", b"second")
+    assert store.read(f"{root}/job/_metadata") == b"first"
+
+
+def test_create_if_absent_works_on_local_disks_without_hard_links(tmp_path, monkeypatch):
+    """Some mounts (FUSE, SMB, vfat) refuse hard links: the marker is then created exclusively another way."""
+    def no_links(source, target):
+        raise PermissionError(1, "Operation not permitted", target)
+
+    monkeypatch.setattr(os, "link", no_links)
+    store, root = local(tmp_path).store()
+    assert store.create_if_absent(f"{root}/job/_metadata", b"first")
+    assert not store.create_if_absent(f"{root}/job/_metadata", b"second")
+    assert store.read(f"{root}/job/_metadata") == b"first"
+    assert sorted(os.listdir(f"{root}/job")) == ["_metadata"], "no temporary file is left behind"

@@ -173,3 +173,55 @@ def test_checkpoint_ids_continue_after_existing_ones(tmp_path):
     clock.now += 1.0
     coordinator.tick()
     assert control.sent == [TriggerCheckpoint(0, 42)]
+
+
+def test_the_last_acks_are_handled_before_the_coordinator_finishes(tmp_path):
+    """At the end of a job the acks wait in the coordinator's inbox while the job master hears the stage is
+    done: flushing the loop first is what keeps the last checkpoint from being aborted."""
+    from runtime.driver.coordinator import CoordinatorLoop
+
+    coordinator, control, clock, storage = make_coordinator(tmp_path)
+    failures = []
+    loop = CoordinatorLoop(coordinator, lambda attempt, error: failures.append(error))
+    try:
+        clock.now += 1.0
+        coordinator.tick()
+        assert control.sent == [TriggerCheckpoint(0, 1)]
+        loop.inbox.put(ack(1, 0))
+        loop.inbox.put(ack(1, 1))
+        assert loop.flush(timeout=60)
+        coordinator.finish()
+    finally:
+        loop.stop()
+    assert coordinator.completed_checkpoints() == [1] and storage.read_checkpoint(1).checkpoint_id == 1
+    assert failures == []
+
+
+def test_the_rendezvous_is_done_only_once_the_addresses_went_out():
+    """A trigger sent before the addresses would reach a slot still registering, which drops it."""
+    import queue
+    import socket
+
+    from runtime.driver.control_server import ControlServer
+    from runtime.protocol.messages import Addresses, Register
+    from runtime.protocol.wire import MessageSocket
+    from tests.integration.waiting import wait_for
+
+    seen_when_broadcasting = []
+
+    class Recording(ControlServer):
+        def broadcast(self, message):
+            if isinstance(message, Addresses):
+                seen_when_broadcasting.append(self.all_registered)
+            super().broadcast(message)
+
+    server = Recording("127.0.0.1", 0, 1, queue.Queue())
+    slot = MessageSocket(socket.create_connection(server.address, timeout=60))
+    try:
+        slot.send(Register(0, 0, "127.0.0.1", 1, 123))
+        assert isinstance(slot.receive(), Addresses)
+        wait_for(lambda: server.all_registered, 60, "the rendezvous to be marked done")  # just after the send
+        assert seen_when_broadcasting == [False]
+    finally:
+        slot.close()
+        server.close()

@@ -115,3 +115,21 @@ def test_print_sink_prefixes_like_flink(capsys):
     PrintSink().create_writer(1, 2).write_batch([(2, "b")])
     PrintSink("out").create_writer(0, 3).write_batch(["c"])
     assert capsys.readouterr().out == "1\n2> (2, 'b')\nout:1> c\n"
+
+
+def test_keyed_reduce_state_is_exact_at_a_snapshot_between_batches():
+    from operators.builtins import KeyedReduceOperator
+    from operators.context import SubtaskInfo
+
+    backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+    reduce = KeyedReduceOperator("sum", None, lambda a, b: a + b, key_selector=lambda x: x % 3)
+    reduce.setup(SubtaskInfo("sum", 0, 1, 128, 0), backend)
+    reduce.open()
+    assert reduce.process_batch([1, 2, 3, 4]) == [1, 2, 3, 5]
+    snapshot = backend.snapshot()
+    assert reduce.process_batch([6, 7]) == [9, 12]
+    restored = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+    for group, payload in snapshot.serialized():
+        restored.restore_key_group(group, payload)
+    assert sorted((k, v) for _, k, v in restored.entries("reduce")) == [(0, 3), (1, 5), (2, 2)]
+    assert sorted((k, v) for _, k, v in backend.entries("reduce")) == [(0, 9), (1, 12), (2, 2)]

@@ -29,6 +29,7 @@ from runtime.errors import (
     IncompatibleCheckpointError,
     JobFailedError,
     ProtocolError,
+    UnpicklableStateError,
 )
 from runtime.keys.key_groups import key_group_range
 from runtime.protocol.checkpoints import (
@@ -55,6 +56,7 @@ from runtime.protocol.messages import (
     TriggerCheckpoint,
 )
 from state_backends.storage import CheckpointStatus, CheckpointStorage
+from tests.unit.test_checkpoint_protocol import FakeClock, FakeControl
 
 # =========================================================================================================
 # diagnose
@@ -542,23 +544,6 @@ def test_history_records_when_each_state_began_and_the_log_how_long_each_lasted(
 # =========================================================================================================
 # CheckpointCoordinator
 # =========================================================================================================
-
-
-class FakeControl:
-    def __init__(self):
-        self.sent = []
-        self.all_registered = True
-
-    def broadcast(self, message):
-        self.sent.append(message)
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
 
 
 class FlakyLocalFileSystem(LocalFileSystem):
@@ -1108,3 +1093,51 @@ def test_a_newer_metadata_format_is_refused():
     data = dict(FORMAT_1_METADATA, format=METADATA_FORMAT + 1)
     with pytest.raises(ValueError, match=f"metadata format {METADATA_FORMAT + 1} is newer .* newer Chandy"):
         CompletedCheckpoint.from_metadata(data)
+
+
+# =========================================================================================================
+# Review follow-ups
+# =========================================================================================================
+
+
+def test_a_non_retryable_runtime_report_outranks_a_silent_slot():
+    """A module missing on one executor: its slot reports, Spark may kill the others without a word."""
+    load = SlotFailed(0, 1, None, None, 1, "ModuleNotFoundError", "the job could not be loaded", "tb",
+                      retryable=False, phase=FailurePhase.LOAD)
+    diagnosis = diagnose("job", FailureEvidence(reports=[load], disconnected_slots=[0]))
+    assert "could not be loaded" in str(diagnosis.error) and not diagnosis.error.retryable
+
+
+class FailsOnce:
+    """Pickles, except the first time (as a value changed by the subtask while it was being pickled)."""
+
+    failed = False
+
+    def __reduce__(self):
+        if not FailsOnce.failed:
+            FailsOnce.failed = True
+            raise RuntimeError("dictionary changed size during iteration")
+        return (FailsOnce, ())
+
+
+def test_a_pickling_failure_that_no_value_explains_is_not_fatal():
+    """A value changed while it was pickled fails this checkpoint only: later ones may well succeed."""
+    from state_backends.pickling import pickle_state
+
+    with pytest.raises(RuntimeError, match="changed size") as caught:
+        pickle_state({"count": {1: FailsOnce()}}, "keyed state")
+    assert not isinstance(caught.value, UnpicklableStateError)
+
+
+def test_a_cancel_while_the_failure_is_diagnosed_is_not_lost():
+    from runtime.checkpoint_config import RestartStrategies
+    from runtime.driver.job import CancelRequested, JobMaster
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_sequence(0, 9).sink_to(DiscardingSink())
+    master = JobMaster(env.get_job_graph("job"), None, {}, RestartStrategies.fixed_delay_restart(3, 0))
+    master.events.put(CancelRequested())
+    runtime_error = SlotFailed(0, 0, None, None, 0, "ConnectionError", "peer gone", "tb")
+    evidence = master._gather_evidence(runtime_error)
+    assert evidence.reports == [runtime_error]
+    assert master._cancel_requested, "the restart loop sees it and cancels instead of restarting"
