@@ -237,18 +237,23 @@ class SlotRunner:
                 self._finished += 1
                 self._done.notify_all()
 
-    def _report_failure(self, failure: BaseException) -> None:
+    def _failure_report(self, failure: BaseException, phase: FailurePhase = FailurePhase.RUNTIME,
+                        context: str = "") -> SlotFailed:
+        """The message that tells the driver about ``failure`` (an :class:`OperatorError` names its operator)."""
+        name = uid = None
+        exc = failure
         if isinstance(failure, OperatorError):
             exc, name, uid, phase = failure.cause, failure.operator_name, failure.operator_uid, failure.phase
-        else:
-            exc, name, uid, phase = failure, None, None, FailurePhase.RUNTIME
         try:
             blob = cloudpickle.dumps(exc)
             pickle.loads(blob)
         except Exception:  # exceptions that do not survive pickling travel as text only
             blob = None
-        message = SlotFailed(self.attempt, self.slot, name, uid, SubtaskIndex(self.slot), type(exc).__name__,
-                             str(exc), "".join(traceback.format_exception(exc)), blob, is_retryable(exc), phase)
+        return SlotFailed(self.attempt, self.slot, name, uid, SubtaskIndex(self.slot), type(exc).__name__,
+                          f"{context}{exc}", "".join(traceback.format_exception(exc)), blob, is_retryable(exc), phase)
+
+    def _report_failure(self, failure: BaseException) -> None:
+        message = self._failure_report(failure)
         try:
             self.control.send(message)
         except (OSError, AttributeError):
@@ -259,10 +264,8 @@ class SlotRunner:
         try:
             self._build_runners()  # restores state: before the data server takes connections for the gates
         except BaseException as exc:  # nobody is connected yet: report on a connection of its own
-            report_before_registering(self.coordinator, SlotFailed(
-                self.attempt, self.slot, None, None, SubtaskIndex(self.slot), type(exc).__name__,
-                f"setting up the slot (restoring its state) failed: {exc}",
-                "".join(traceback.format_exception(exc)), retryable=is_retryable(exc), phase=FailurePhase.LOAD))
+            report_before_registering(self.coordinator, self._failure_report(
+                exc, FailurePhase.LOAD, "setting up the slot (restoring its state) failed: "))
             raise
         self.server = DataServer(self.host, self.attempt, self._route, self.fail)
         self.server.start()

@@ -8,6 +8,7 @@ stable hash is the costliest step of a state access.
 from __future__ import annotations
 
 import pickle
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from runtime.errors import ProtocolError, StateUsageError
@@ -185,6 +186,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                 yield group, key, value
 
 
+@dataclass(frozen=True)
 class HashMapStateBackend(StateBackend):
     """Keyed state on the heap, in Python dicts (PyFlink's ``HashMapStateBackend``): the fastest access, state
     bounded by the workers' memory, and every checkpoint a full copy. The default.
@@ -198,13 +200,4 @@ class HashMapStateBackend(StateBackend):
     def create_keyed_state_backend(self, operator_uid: str, max_parallelism: int,
                                    key_groups: KeyGroupRange) -> HeapKeyedStateBackend:
         return HeapKeyedStateBackend(max_parallelism, key_groups)
-
-    def __repr__(self) -> str:
-        return "HashMapStateBackend()"
-
-    def __eq__(self, other) -> bool:
-        return type(other) is HashMapStateBackend
-
-    def __hash__(self) -> int:
-        return hash(HashMapStateBackend)
 
