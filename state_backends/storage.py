@@ -23,9 +23,11 @@ so an unreachable storage raises :class:`~runtime.errors.StorageUnreachableError
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import re
 import struct
+import zlib
 from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable, Iterator
@@ -43,8 +45,10 @@ from runtime.ids import CheckpointId, KeyGroup, SubtaskIndex
 from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, CompletedCheckpoint, StateHandle
 from state_backends.checkpoint_store import CheckpointStore
 
-__all__ = ["CheckpointStorage", "CheckpointStatus", "StoredCheckpoint", "OPERATOR_STATE_GROUP",
+__all__ = ["CheckpointStorage", "CheckpointStatus", "StoredCheckpoint", "OPERATOR_STATE_GROUP", "checksum",
            "job_directory_name"]
+
+log = logging.getLogger(__name__)
 
 METADATA = "_metadata"
 _CHK = re.compile(r"^chk-(\d+)$")
@@ -56,6 +60,43 @@ def _binary_without_copy(payload: bytes) -> pa.Array:
     holding the GIL: ~0.25 s per 500 MB of state, taken from the subtask's thread at every checkpoint."""
     offsets = pa.py_buffer(struct.pack("<qq", 0, len(payload)))
     return pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(payload)])
+
+
+def checksum(data) -> str:
+    """The checksum ``_metadata`` records for a state file's bytes (a restore compares it).
+
+    >>> checksum(b"state")
+    'crc32:2b4a5ea9'
+    """
+    return f"crc32:{zlib.crc32(data):08x}"
+
+
+class _ChecksummingSink:
+    """Passes the bytes Arrow writes on to ``sink``, computing their CRC-32 on the way: no second pass over
+    the file. ``zlib.crc32`` releases the GIL for large buffers (~0.15 s per 500 MB on this machine)."""
+
+    closed = False
+
+    def __init__(self, sink):
+        self.sink = sink
+        self.crc = 0
+
+    def write(self, data) -> int:
+        self.crc = zlib.crc32(data, self.crc)
+        return self.sink.write(data)
+
+    def tell(self) -> int:
+        return self.sink.tell()
+
+    def flush(self) -> None:
+        self.sink.flush()
+
+    def close(self) -> None:  # the sink is closed by whoever opened it
+        self.closed = True
+
+    @property
+    def checksum(self) -> str:
+        return f"crc32:{self.crc:08x}"
 
 
 def job_directory_name(job_name: str) -> str:
@@ -140,12 +181,13 @@ class CheckpointStorage:
         path = self.absolute(checkpoint_id, relative)
         groups = []
         with self.store.open_output(path) as sink:
-            with pa.ipc.new_file(sink, _SCHEMA) as writer:
+            checksummed = _ChecksummingSink(sink)
+            with pa.ipc.new_file(checksummed, _SCHEMA) as writer:
                 for group, payload in rows:
                     groups.append(group)
                     writer.write_batch(pa.RecordBatch.from_arrays(
                         [pa.array([group], pa.int32()), _binary_without_copy(payload)], schema=_SCHEMA))
-        return StateHandle(uid, subtask, relative, self.store.size(path), tuple(groups))
+        return StateHandle(uid, subtask, relative, self.store.size(path), tuple(groups), checksummed.checksum)
 
     def write_metadata(self, checkpoint: CompletedCheckpoint) -> None:
         """Commit ``checkpoint``: write its ``_metadata``, which must not exist yet."""
@@ -259,18 +301,26 @@ class CheckpointStorage:
 
     def read_state_rows(self, checkpoint_id: CheckpointId, handle: StateHandle,
                         key_groups=None) -> Iterator[tuple[KeyGroup, bytes]]:
-        """``(key group, payload)`` rows of a state file; only those in ``key_groups`` when given."""
+        """``(key group, payload)`` rows of a state file; only those in ``key_groups`` when given.
+
+        The whole file is read first (one request on object stores) and compared with the checksum written
+        with it, so a file changed or damaged since, even one that kept its size, is never restored.
+        """
         path = self.absolute(checkpoint_id, handle.path)
+        where = f"Checkpoint {checkpoint_id}: state file {path} of operator uid '{handle.uid}'"
         try:
-            with self.store.open_input(path) as f:
-                reader = pa.ipc.open_file(f)
-                for index, group in enumerate(handle.key_groups):
-                    if key_groups is None or group in key_groups:
-                        batch = reader.get_batch(index)
-                        yield batch.column(0)[0].as_py(), batch.column(1)[0].as_py()
-        except (FileNotFoundError, pa.ArrowException, OSError) as exc:
-            if not isinstance(exc, (FileNotFoundError, pa.ArrowException)):  # a read failed half way (no
-                raise StorageUnreachableError(self.url, exc) from exc  # permission, a dropped connection)
-            raise CorruptCheckpointError(f"Checkpoint {checkpoint_id}: state file {path} of operator uid "
-                                         f"'{handle.uid}' is unreadable: {exc}. Restore an older checkpoint.") \
-                from exc
+            data = self.store.read(path)
+        except FileNotFoundError:
+            raise CorruptCheckpointError(f"{where} is missing. Restore an older checkpoint.") from None
+        if handle.checksum is not None and checksum(data) != handle.checksum:
+            raise CorruptCheckpointError(
+                f"{where} does not match the checksum written with it ({checksum(data)}, not {handle.checksum}): "
+                "it was changed or damaged after the checkpoint. Restore an older checkpoint.")
+        try:
+            reader = pa.ipc.open_file(pa.py_buffer(data))
+            for index, group in enumerate(handle.key_groups):
+                if key_groups is None or group in key_groups:
+                    batch = reader.get_batch(index)
+                    yield batch.column(0)[0].as_py(), batch.column(1)[0].as_py()
+        except pa.ArrowException as exc:
+            raise CorruptCheckpointError(f"{where} is unreadable: {exc}. Restore an older checkpoint.") from exc

@@ -31,7 +31,7 @@ from runtime.driver.coordinator import CheckpointCoordinator, CoordinatorLoop
 from runtime.driver.failure_diagnosis import Diagnosis, FailureEvidence, decide_restart, diagnose
 from runtime.driver.launcher import BarrierStage, StageCompleted, StageFailed
 from runtime.driver.lifecycle import JobLifecycle
-from runtime.driver.restore_plan import RestorePoint, plan_restore
+from runtime.driver.restore_plan import RestorePoint, newest_restorable, plan_restore
 from runtime.driver.result import JobResult, JobStatus
 from runtime.errors import (
     CheckpointNotFoundError,
@@ -89,6 +89,7 @@ class JobMaster:
         self.attempt = Attempt(0)
         self.restarts = 0
         self.restored_from: list[int | None] = []
+        self.unrestorable: set[int] = set()  # checkpoints whose state an executor found corrupt while restoring
         self._outcome: JobResult | BaseException | None = None
         self._done = threading.Event()
         self._started = 0.0
@@ -157,27 +158,43 @@ class JobMaster:
             outcome = self._run_attempt(restore)
             if not isinstance(outcome, Diagnosis):
                 return outcome
+            if restore is not None and isinstance(outcome.error.__cause__, CorruptCheckpointError):
+                # Its files passed the driver's checks but not the executor's (a checksum): never retried.
+                self.unrestorable.add(restore.checkpoint.checkpoint_id)
+                log.warning("Checkpoint %d cannot be restored: %s", restore.checkpoint.checkpoint_id,
+                            outcome.error.__cause__)
             while True:  # a restart, once a restore point could be chosen
-                decision = decide_restart(outcome, previous, self.restarts, self.restart.max_attempts)
-                if not decision.restart:
-                    error = outcome.error.with_note(decision.reason) if decision.reason else outcome.error
-                    self.lifecycle.transition(JobStatus.FAILED, str(error.message).splitlines()[0])
-                    return error
-                previous = outcome
-                self.restarts += 1
+                falling_back = restore is not None and restore.checkpoint.checkpoint_id in self.unrestorable
+                if not falling_back:
+                    decision = decide_restart(outcome, previous, self.restarts, self.restart.max_attempts)
+                    if not decision.restart:
+                        error = outcome.error.with_note(decision.reason) if decision.reason else outcome.error
+                        self.lifecycle.transition(JobStatus.FAILED, str(error.message).splitlines()[0])
+                        return error
+                    previous = outcome
+                    self.restarts += 1  # a fallback to an older checkpoint is no restart of the user's job
                 if self.lifecycle.status is not JobStatus.RESTARTING:
                     self.lifecycle.transition(JobStatus.RESTARTING, f"attempt {self.attempt} failed")
-                log.warning("Job '%s' attempt %d failed, restarting in %.0f ms (restart %d of %d): %s",
-                            self.graph.job_name, self.attempt, self.restart.delay_ms, self.restarts,
-                            self.restart.max_attempts, outcome.error.message.splitlines()[0])
-                if self._cancel_requested or self._cancel_requested_within(self.restart.delay_ms / 1000.0):
-                    return self._cancel()
+                if falling_back:
+                    log.warning("Job '%s' attempt %d could not restore checkpoint %d, trying an older one",
+                                self.graph.job_name, self.attempt, restore.checkpoint.checkpoint_id)
+                else:
+                    log.warning("Job '%s' attempt %d failed, restarting in %.0f ms (restart %d of %d): %s",
+                                self.graph.job_name, self.attempt, self.restart.delay_ms, self.restarts,
+                                self.restart.max_attempts, outcome.error.message.splitlines()[0])
+                    if self._cancel_requested or self._cancel_requested_within(self.restart.delay_ms / 1000.0):
+                        return self._cancel()
                 try:
                     restore = self._choose_restore()
                     break
                 except StorageUnreachableError as exc:  # it may come back: counts as a failed restart
                     outcome = Diagnosis(JobFailedError(
                         f"Job '{self.graph.job_name}' could not choose a checkpoint to restore: {exc}"))
+                    restore = None
+                except CorruptCheckpointError as exc:  # nothing left to fall back to
+                    error = outcome.error.with_note(str(exc))
+                    self.lifecycle.transition(JobStatus.FAILED, str(exc).splitlines()[0])
+                    return error
             self.attempt = Attempt(self.attempt + 1)
 
     def _cancel_requested_within(self, seconds: float) -> bool:
@@ -191,15 +208,38 @@ class JobMaster:
         return False
 
     def _choose_restore(self) -> RestorePoint | None:
-        """Newest usable checkpoint of this execution, else the one the job started from, else None."""
+        """Newest usable checkpoint of this execution, else the one the job started from (or, when that one
+        cannot be restored and came from ``"latest"``, an older one), else None: from scratch only when this
+        execution completed no checkpoint, since starting over would write again what its sinks committed.
+        Raises CorruptCheckpointError when no checkpoint is left to restore."""
+        own: list = []
         if self.coordinator is not None:
             storage = self.coordinator.storage
-            for checkpoint_id in reversed(self.coordinator.completed_checkpoints()):
+            own = self.coordinator.completed_checkpoints()
+            for checkpoint_id in reversed(own):
+                if checkpoint_id in self.unrestorable:
+                    continue
                 try:
-                    return RestorePoint(storage, storage.validated_checkpoint(checkpoint_id))
+                    return RestorePoint(storage, storage.validated_checkpoint(checkpoint_id), fallback=True)
                 except (CorruptCheckpointError, CheckpointNotFoundError) as exc:
                     log.warning("Not restoring checkpoint %d: %s", checkpoint_id, exc)
-        return self.initial_restore
+        initial = self.initial_restore
+        if initial is not None and initial.checkpoint.checkpoint_id in self.unrestorable:
+            older = None
+            if initial.fallback:
+                older = newest_restorable(initial.storage, initial.checkpoint.checkpoint_id, self.unrestorable)
+            if older is None:
+                raise CorruptCheckpointError(
+                    f"No checkpoint of job '{self.graph.job_name}' can be restored (checkpoint "
+                    f"{initial.checkpoint.checkpoint_id} is damaged, and no older one is usable). Restore another "
+                    "checkpoint by id or path, or start the job without restore_from.")
+            self.initial_restore = initial = older
+        if initial is None and own:
+            raise CorruptCheckpointError(
+                f"None of the checkpoints {own} of job '{self.graph.job_name}' can be restored, and starting "
+                "from scratch would write again the output its sinks committed. Restore an older checkpoint "
+                "by id or path, or start the job again without restore_from.")
+        return initial
 
     def _run_attempt(self, restore: RestorePoint | None):
         graph = self.graph

@@ -22,6 +22,7 @@ reads them: :mod:`runtime.executor.restore`).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -31,9 +32,12 @@ from runtime.graph.job_graph import JobGraph
 from runtime.ids import CheckpointId, SubtaskIndex
 from runtime.keys.key_groups import key_group_range
 from runtime.protocol.checkpoints import CompletedCheckpoint, RestoreSpec
-from state_backends.storage import CheckpointStorage
+from state_backends.storage import CheckpointStatus, CheckpointStorage
 
-__all__ = ["RESTORE_CONF", "RestorePoint", "resolve_restore", "check_compatible", "plan_restore"]
+__all__ = ["RESTORE_CONF", "RestorePoint", "resolve_restore", "newest_restorable", "check_compatible",
+           "plan_restore"]
+
+log = logging.getLogger(__name__)
 
 RESTORE_CONF = "spark.chandy.restoreFrom"
 _CHK_PATH = re.compile(r"^(?P<parent>.*)/chk-(?P<id>\d+)/?(_metadata)?$")
@@ -45,6 +49,30 @@ class RestorePoint:
 
     storage: CheckpointStorage
     checkpoint: CompletedCheckpoint
+    fallback: bool = False  # may an older checkpoint of the same storage replace it if it cannot be restored?
+
+
+def newest_restorable(storage: CheckpointStorage, below: CheckpointId | None = None,
+                      excluded=frozenset()) -> RestorePoint | None:
+    """The newest checkpoint (older than ``below`` when given) whose ``_metadata`` reads and whose state files
+    are all present, skipping ``excluded`` ids; each checkpoint passed over gets a WARNING saying why. None
+    when there is none; StorageUnreachableError when the storage cannot be read right now."""
+    for stored in reversed(storage.survey()):
+        checkpoint_id = stored.checkpoint_id
+        if (below is not None and checkpoint_id >= below) or stored.status is CheckpointStatus.INCOMPLETE:
+            continue
+        if checkpoint_id in excluded:
+            why = "its state could not be restored earlier in this run"
+        elif stored.status is CheckpointStatus.UNREADABLE:
+            why = stored.problem
+        else:
+            problems = storage.problems(stored.checkpoint)
+            if not problems:
+                return RestorePoint(storage, stored.checkpoint, fallback=True)
+            why = "; ".join(problems)
+        log.warning("Passing over checkpoint %d of job '%s' for an older one: %s", checkpoint_id, storage.job_name,
+                    why)
+    return None
 
 
 def resolve_restore(storage: CheckpointStorage, restore_from) -> RestorePoint:
@@ -54,9 +82,9 @@ def resolve_restore(storage: CheckpointStorage, restore_from) -> RestorePoint:
     if isinstance(restore_from, int) or (isinstance(restore_from, str) and restore_from.strip().isdecimal()):
         return RestorePoint(storage, storage.validated_checkpoint(CheckpointId(int(restore_from))))
     if isinstance(restore_from, str) and restore_from.strip().lower() == "latest":
-        for checkpoint in reversed(storage.completed()):
-            if not storage.problems(checkpoint):
-                return RestorePoint(storage, checkpoint)
+        point = newest_restorable(storage)
+        if point is not None:
+            return point
         raise CheckpointNotFoundError(f"restore_from='latest': job directory {storage.job_dir} holds no usable "
                                       "checkpoint.")
     if isinstance(restore_from, str):

@@ -37,7 +37,7 @@ from runtime.protocol.checkpoints import (
     OperatorState,
 )
 from state_backends.checkpoint_store import CheckpointStore
-from state_backends.storage import CheckpointStatus, CheckpointStorage
+from state_backends.storage import CheckpointStatus, CheckpointStorage, checksum
 
 
 @dataclasses.dataclass
@@ -331,6 +331,21 @@ def test_state_rows_of_a_missing_or_truncated_file_are_a_corrupt_checkpoint(stor
     storage.store.delete(path)
     with pytest.raises(CorruptCheckpointError, match="op/0.arrow"):
         list(storage.read_state_rows(1, handle))
+
+
+def test_a_state_file_changed_in_place_fails_the_checksum_written_with_it(storage_impl):
+    storage = storage_impl.storage()
+    handle = storage.write_state_file(1, "op", 0, [(1, b"x" * 1000), (2, b"y")])
+    path = storage.absolute(1, handle.path)
+    data = storage.store.read(path)
+    assert handle.checksum == checksum(data), "computed while writing, over the bytes that were written"
+    changed = bytearray(data)
+    changed[500] ^= 0x01  # inside a payload: Arrow would read it without complaint
+    storage.store.write(path, bytes(changed))
+    with pytest.raises(CorruptCheckpointError, match="op/0.arrow.*does not match the checksum"):
+        list(storage.read_state_rows(1, handle))
+    unchecked = dataclasses.replace(handle, checksum=None)  # written before checksums existed: still readable
+    assert [group for group, _ in storage.read_state_rows(1, unchecked)] == [1, 2]
 
 
 @pytest.mark.parametrize("error", ERRORS)

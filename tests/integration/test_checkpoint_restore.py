@@ -16,7 +16,12 @@ from operators import (
     ValueStateDescriptor,
 )
 from runtime import CheckpointingMode, RestartStrategies
-from runtime.errors import CheckpointNotFoundError, CorruptCheckpointError, IncompatibleCheckpointError
+from runtime.errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    JobFailedError,
+)
 from runtime.keys.key_groups import subtask_for_key
 from state_backends.storage import CheckpointStorage
 from tests.integration.checkpoints import restored_state
@@ -203,6 +208,45 @@ def test_a_deleted_state_file_makes_that_checkpoint_unrestorable(spark, tmp_path
         env.execute("faulty", restore_from=ids[-1])
 
 
+def damage_in_place(path):
+    """Change one byte in the middle of a file, keeping its size: only a checksum can tell."""
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_a_state_file_damaged_in_place_fails_its_checksum_and_latest_falls_back_with_a_warning(
+        spark, tmp_path, caplog):
+    from runtime import StreamExecutionEnvironment
+
+    url = str(tmp_path / "ck")
+    storage, ids = run_until_checkpointed(spark, url, "damaged", tmp_path)
+    assert len(ids) >= 2, "the run left two usable checkpoints"
+    newest = storage.validated_checkpoint(ids[-1])
+    victim = newest.operator("count").handles[0].path
+    damage_in_place(os.path.join(url, "damaged", f"chk-{ids[-1]}", victim))
+    assert storage.problems(newest) == [], "same size: only the checksum sees the damage"
+
+    env = StreamExecutionEnvironment.get_execution_environment(spark)
+    rescalable_job(env, url, 2, per_checkpoint=None)
+    with pytest.raises(JobFailedError, match=re.escape(victim) + ".*does not match the checksum") as failed:
+        env.execute("damaged", restore_from=ids[-1])  # asked for by id: no other checkpoint will do
+    assert isinstance(failed.value.__cause__, CorruptCheckpointError)
+
+    env = StreamExecutionEnvironment.get_execution_environment(spark)
+    sink = rescalable_job(env, url, 2, per_checkpoint=None)
+    with caplog.at_level("WARNING"):
+        result = env.execute("damaged", restore_from="latest")
+    assert result.restored_from == [ids[-1], ids[-2]] and result.restarts == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(f"Checkpoint {ids[-1]} cannot be restored" in w and "checksum" in w for w in warnings), warnings
+    expected = sorted((k, i) for k, c in collections.Counter(x % KEYS for x in range(N)).items()
+                      for i in range(1, c + 1))
+    assert sorted((k, n) for k, n, _, _ in result.collected(sink)) == expected
+
+
 def test_max_parallelism_must_match(spark, checkpointed_at_2):
     from runtime import StreamExecutionEnvironment
 
@@ -216,8 +260,8 @@ def test_max_parallelism_must_match(spark, checkpointed_at_2):
 class BreakLatestCheckpointThenFail(MapFunction):
     """First attempt: after two completed checkpoints, delete a state file of the newest, then fail."""
 
-    def __init__(self, url, job, record):
-        self.url, self.job, self.record = url, job, record
+    def __init__(self, url, job, record, damage):
+        self.url, self.job, self.record, self.damage = url, job, record, damage
 
     def open(self, runtime_context):
         self.first = runtime_context.get_attempt_number() == 0 and runtime_context.get_index_of_this_subtask() == 0
@@ -231,14 +275,18 @@ class BreakLatestCheckpointThenFail(MapFunction):
             newest = self.completed[-1]
             directory = os.path.join(self.url, self.job, f"chk-{newest}", "count")
             for name in os.listdir(directory):
-                os.remove(os.path.join(directory, name))
+                if self.damage == "delete":
+                    os.remove(os.path.join(directory, name))
+                else:
+                    damage_in_place(os.path.join(directory, name))
             with open(self.record, "w") as f:
                 f.write(str(newest))
             raise RuntimeError("failing after breaking the newest checkpoint")
         return value
 
 
-def test_automatic_restart_falls_back_to_an_older_complete_checkpoint(env, tmp_path):
+@pytest.mark.parametrize("damage", ["delete", "in place"])
+def test_automatic_restart_falls_back_to_an_older_complete_checkpoint(env, tmp_path, damage):
     url = str(tmp_path / "ck")
     record = str(tmp_path / "broken")
     env.set_parallelism(2).enable_checkpointing(100)
@@ -248,11 +296,13 @@ def test_automatic_restart_falls_back_to_an_older_complete_checkpoint(env, tmp_p
     env.from_source(PacedSource(SequenceSource(0, N - 1), N // 2 // 10, together=str(tmp_path / "paced")),
                     "numbers").uid("numbers") \
         .map(lambda x: x % KEYS).uid("modulo").key_by(lambda k: k).process(CountPerKey()).uid("count") \
-        .map(BreakLatestCheckpointThenFail(url, "fallback", record)).uid("breaker").sink_to(sink).uid("sink")
+        .map(BreakLatestCheckpointThenFail(url, "fallback", record, damage)).uid("breaker").sink_to(sink).uid("sink")
     result = env.execute("fallback")
     broken = int(open(record).read())
-    assert result.restarts == 1
-    assert result.restored_from[1] is not None and result.restored_from[1] < broken
+    assert result.restarts == 1, "falling back past a damaged checkpoint is not another restart"
+    assert result.restored_from[-1] is not None and result.restored_from[-1] < broken
+    if damage == "in place":  # found by the executor's checksum: that attempt failed while restoring
+        assert result.restored_from[1] == broken
     expected = sorted((k, i) for k, c in collections.Counter(x % KEYS for x in range(N)).items()
                       for i in range(1, c + 1))
     assert sorted(result.collected(sink)) == expected
