@@ -73,7 +73,7 @@ class StateHandle:
     path: str
     size: int
     key_groups: tuple[KeyGroup, ...]  # in the file's batch order
-    checksum: str | None = None  # 'crc32:<hex>' of the file's bytes; None in checkpoints written before checksums
+    checksum: str | None = None  # 'crc32:<hex>' of its rows (storage.checksum); None before checksums
 
     @property
     def keyed_groups(self) -> tuple[KeyGroup, ...]:

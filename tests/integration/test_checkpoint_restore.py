@@ -209,12 +209,18 @@ def test_a_deleted_state_file_makes_that_checkpoint_unrestorable(spark, tmp_path
 
 
 def damage_in_place(path):
-    """Change one byte in the middle of a file, keeping its size: only a checksum can tell."""
+    """Change one byte in the middle of the largest payload of a state file, keeping its size: Arrow still
+    reads the file, only a checksum can tell."""
+    import pyarrow as pa
+
+    with open(path, "rb") as f:
+        data = f.read()
+    reader = pa.ipc.open_file(pa.py_buffer(data))
+    payload = max((reader.get_batch(i).column(1)[0].as_py() for i in range(reader.num_record_batches)), key=len)
+    at = data.index(payload) + len(payload) // 2
     with open(path, "r+b") as f:
-        f.seek(os.path.getsize(path) // 2)
-        byte = f.read(1)
-        f.seek(-1, os.SEEK_CUR)
-        f.write(bytes([byte[0] ^ 0xFF]))
+        f.seek(at)
+        f.write(bytes([data[at] ^ 0xFF]))
 
 
 def test_a_state_file_damaged_in_place_fails_its_checksum_and_latest_falls_back_with_a_warning(
