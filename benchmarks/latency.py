@@ -81,7 +81,7 @@ def run_chandy_latency(spark, records_per_second: float, seconds: float, keys: i
     (samples,) = result.sink_results.values()
     alignments = [s.alignment_ms for s in result.checkpoints]
     return {"variant": "chandy-record-api-checkpoints-1s", "rate": round(records_per_second),
-            "samples": len(samples), **percentiles([x * 1000 for x in samples]),
+            "measured": bool(samples), "samples": len(samples), **percentiles([x * 1000 for x in samples]),
             "max_alignment_ms": max(alignments, default=None)}
 
 
@@ -106,5 +106,5 @@ def run_sss_latency(spark, records_per_second: float, seconds: float, keys: int)
             interval = start - previous_start
             samples.extend(duration + rng.random() * interval for _ in range(min(rows, 2000)))
         previous_start = start
-    return {"variant": "spark-sss-jvm-groupby-count", "rate": round(records_per_second), "samples": len(samples),
-            **percentiles(sorted(x * 1000 for x in samples))}
+    return {"variant": "spark-sss-jvm-groupby-count", "rate": round(records_per_second), "measured": bool(samples),
+            "samples": len(samples), **percentiles(sorted(x * 1000 for x in samples))}

@@ -37,16 +37,18 @@ def run_for(query, seconds: float) -> list:
 
 
 def _rate(variant: str, progress: list) -> dict:
-    """Rows over summed micro-batch time, skipping the first (warm-up) batch."""
+    """Rows over summed micro-batch time, skipping the first (warm-up) batch. A window with no batch after
+    the warm-up one (a busy machine) measured nothing: ``measured`` is False and the rate None."""
     batches = [p for p in progress if p.get("numInputRows")][1:]
     rows = sum(p["numInputRows"] for p in batches)
     millis = sum(p["durationMs"]["triggerExecution"] for p in batches)
     return {
         "variant": variant,
+        "measured": bool(rows and millis),
         "records": rows,
         "micro_batches": len(batches),
         "mean_batch_ms": round(millis / len(batches), 1) if batches else None,
-        "records_per_s": round(rows / (millis / 1000)) if millis else None,
+        "records_per_s": round(rows / (millis / 1000)) if rows and millis else None,
     }
 
 
@@ -58,13 +60,22 @@ def _gatherer(updates: dict):
 
 def _counts_are_exact(updates: dict, progress: list, keys: int) -> bool:
     """Final counts, from the micro-batches Spark reported as done, against ``value % keys`` over the
-    consecutive values those batches read (a batch cut short by stop() may have reached the sink unreported)."""
+    consecutive values those batches read (a batch cut short by stop() may have reached the sink unreported).
+    A window without a record checked nothing, so it is not exact."""
     reported = [p for p in progress if p.get("numInputRows")]
     final: dict = {}
     for p in sorted(reported, key=lambda p: p["batchId"]):
         final.update(updates.get(p["batchId"], {}))
     total = sum(p["numInputRows"] for p in reported)
+    if total == 0:
+        return False
     return final == {k: total // keys + (1 if k < total % keys else 0) for k in range(min(keys, total))}
+
+
+def _result(variant: str, progress: list, updates: dict, keys: int) -> dict:
+    """A baseline's result: its rate, and whether its counts were exact (never when it measured nothing)."""
+    rate = _rate(variant, progress)
+    return {**rate, "exact": rate["measured"] and _counts_are_exact(updates, progress, keys)}
 
 
 def run_jvm_groupby_count(spark, keys: int, rows_per_batch: int, seconds: float) -> dict:
@@ -79,7 +90,7 @@ def run_jvm_groupby_count(spark, keys: int, rows_per_batch: int, seconds: float)
                  .writeStream.outputMode("update").foreachBatch(_gatherer(updates))
                  .option("checkpointLocation", checkpoint).start())
         progress = run_for(query, seconds)
-    return {**_rate("spark-sss-jvm-groupby-count", progress), "exact": _counts_are_exact(updates, progress, keys)}
+    return _result("spark-sss-jvm-groupby-count", progress, updates, keys)
 
 
 def _python_state_processor():
@@ -127,5 +138,4 @@ def run_python_state_count(spark, keys: int, rows_per_batch: int, seconds: float
                  .writeStream.outputMode("update").foreachBatch(_gatherer(updates))
                  .option("checkpointLocation", checkpoint).start())
         progress = run_for(query, seconds)
-    return {**_rate("spark-sss-python-state-rocksdb", progress),
-            "exact": _counts_are_exact(updates, progress, keys)}
+    return _result("spark-sss-python-state-rocksdb", progress, updates, keys)

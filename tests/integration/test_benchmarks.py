@@ -1,4 +1,7 @@
-"""The benchmarks' quick mode runs and reports well-formed, exact results (timings are not asserted)."""
+"""The benchmarks' quick mode runs and reports well-formed, exact results (timings are not asserted).
+
+The shape is asserted, not that a busy machine produced a rate: a Spark baseline may measure nothing in its
+window (then it says so: not exact, no rate); Chandy's own variants must always measure, and exactly."""
 
 import glob
 import json
@@ -9,7 +12,11 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_quick_benchmark_runs_and_every_variant_is_exact(tmp_path):
+CHANDY_VARIANTS = {"chandy-record-api-no-checkpoints", "chandy-record-api-checkpoints-1s",
+                   "chandy-columnar-no-checkpoints", "chandy-columnar-checkpoints-1s"}
+
+
+def test_quick_benchmark_runs_and_every_measured_variant_is_exact(tmp_path):
     out = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--out", str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
@@ -17,12 +24,16 @@ def test_quick_benchmark_runs_and_every_variant_is_exact(tmp_path):
     report = json.load(open(path))
     assert report["machine"]["cores"] and report["machine"]["pyspark"]
     variants = {row["variant"]: row for row in report["results"]}
-    assert set(variants) == {"chandy-record-api-no-checkpoints", "chandy-record-api-checkpoints-1s",
-                             "chandy-columnar-no-checkpoints", "chandy-columnar-checkpoints-1s",
-                             "spark-sss-jvm-groupby-count", "spark-sss-python-state-rocksdb"}
-    # every variant computed exactly the reference's counts
-    assert all(row["exact"] is True for row in report["results"])
-    assert all(row["records_per_s"] > 0 for row in report["results"])
+    assert set(variants) == CHANDY_VARIANTS | {"spark-sss-jvm-groupby-count", "spark-sss-python-state-rocksdb"}
+    for row in report["results"]:
+        assert {"measured", "exact", "records_per_s"} <= set(row), row["variant"]
+        if row["measured"]:  # it computed exactly the reference's counts
+            assert row["exact"] is True and row["records_per_s"] > 0, row
+        else:  # a baseline that saw no records in its window on a busy machine says so
+            assert row["exact"] is False and row["records_per_s"] is None, row
+            assert any(line.startswith(row["variant"]) and "measured nothing" in line
+                       for line in out.stdout.splitlines()), out.stdout
+    assert all(variants[v]["measured"] for v in CHANDY_VARIANTS), "Chandy's own variants always measure"
     assert [row["variant"] for row in report["latency"]] == ["chandy-record-api-checkpoints-1s",
                                                              "chandy-record-api-checkpoints-1s",
                                                              "spark-sss-jvm-groupby-count"]
@@ -34,7 +45,13 @@ def test_quick_benchmark_runs_and_every_variant_is_exact(tmp_path):
     assert 0 < report["cpu_steadiness"]["before"]["loop_ms_min"] <= report["cpu_steadiness"]["before"]["loop_ms_max"]
     assert report["cpu_steadiness"]["verdict"].startswith(("steady", "NOT steady"))
     assert isinstance(report["checkpoint_overhead"], float) and report["checkpoint_overhead"] < 1
-    assert all(row["samples"] > 0 and row["p50_ms"] <= row["p99_ms"] <= row["max_ms"] for row in report["latency"])
+    for row in report["latency"]:
+        assert row["measured"] is (row["samples"] > 0)
+        if row["measured"]:
+            assert row["p50_ms"] <= row["p99_ms"] <= row["max_ms"], row
+        else:
+            assert row["p50_ms"] is row["p99_ms"] is row["max_ms"] is None, row
+    assert report["latency"][0]["measured"] and report["latency"][1]["measured"], "Chandy's latency is measured"
     assert [s["keys"] for s in report["snapshots"]] == [10_000, 100_000, 1_000, 10_000]
     assert report["recovery"]["restarts"] == 1 and report["recovery"]["first_record_after_kill_s"] > 0
     (dip,) = report["checkpoint_dip"]
