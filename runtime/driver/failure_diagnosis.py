@@ -3,7 +3,9 @@
 When one slot fails, its peers fail too (their channels break), and Spark fails the stage. The user needs
 the first cause, so evidence is ranked: an operator's own exception; else a runtime error that says it would
 repeat (the job could not be loaded, a checkpoint could not be restored); else a slot that died without a
-word (SIGKILL, out of memory, lost executor); else another runtime error a slot reported; else Spark's error.
+word (SIGKILL, out of memory, lost executor); else another runtime error a slot reported; else a report of a
+broken data connection (a consequence: see :func:`_is_secondary`); else Spark's error. Within a rank, the
+first report to arrive wins; a consequence never outranks a cause, whatever the order of arrival.
 
 A restart is worth it only when the cause may not repeat: :func:`decide_restart` refuses one for errors that
 say they would (a malformed record, an undeclared type, a module missing on the executors ...), and for an
@@ -37,7 +39,9 @@ class FailureEvidence:
 
     @property
     def has_operator_error(self) -> bool:
-        return any(r.operator_name is not None for r in self.reports)
+        """An operator's own failure arrived: no need to wait for other reports (a broken channel an operator
+        reports is not its own failure: the cause may still be on its way)."""
+        return any(r.operator_name is not None and not _is_secondary(r) for r in self.reports)
 
 
 @dataclass(frozen=True)
@@ -69,12 +73,51 @@ def _from_report(job_name: str, report: SlotFailed) -> Diagnosis:
     return Diagnosis(error, report.phase, (report.operator_uid, report.error_type, report.error_message))
 
 
+# What a slot raises when a peer's data channel breaks (runtime.network.channels: an Arrow stream cut short
+# surfaces as "data connection from subtask N broke: ArrowInvalid: ..."), or its own connection to the driver
+# does (runtime.protocol.wire): consequences of a failure elsewhere, never its cause.
+_CONNECTION_ERROR_TYPES = frozenset({
+    "ConnectionError", "ConnectionResetError", "ConnectionAbortedError", "ConnectionRefusedError",
+    "BrokenPipeError", "EOFError", "ConnectionClosed"})
+_CHANNEL_BROKE = ("data connection to subtask", "data connection from subtask", "the consumer closed the connection",
+                  "connection closed before its header", "stream ended without end-of-input")
+_CONNECTION_LOST = _CHANNEL_BROKE + ("closed by peer", "connection lost", "connection was lost", "connection reset",
+                                     "broken pipe", "peer is gone", "peer was lost")
+
+
+def _is_secondary(report: SlotFailed) -> bool:
+    """Whether ``report`` tells of a broken connection to a peer slot (or the driver) rather than of a cause.
+
+    A runtime report (no operator named) counts when its error type is a connection error or its message says
+    a connection was lost; an operator's report only when its message is one of Chandy's own channel errors
+    (an operator's own ``ConnectionError``, from its database client say, is that operator's cause). Nothing
+    reported while the slot was loading counts: there are no data connections yet, and a checkpoint storage
+    that cannot be reached then is a cause.
+
+    >>> _is_secondary(SlotFailed(0, 1, None, None, 1, "ConnectionError",
+    ...               "data connection from subtask 0 broke: ArrowInvalid: Expected to read 8 bytes", ""))
+    True
+    >>> _is_secondary(SlotFailed(0, 1, None, None, 1, "RecordEncodingError", "cannot pickle '_thread.lock'", ""))
+    False
+    >>> _is_secondary(SlotFailed(0, 1, "Sink", "db", 1, "ConnectionResetError", "Connection reset by peer", ""))
+    False
+    """
+    if report.phase is FailurePhase.LOAD:
+        return False
+    message = report.error_message.lower()
+    if report.operator_name is not None:
+        return any(phrase in message for phrase in _CHANNEL_BROKE)
+    return report.error_type in _CONNECTION_ERROR_TYPES or any(phrase in message for phrase in _CONNECTION_LOST)
+
+
 def diagnose(job_name: str, evidence: FailureEvidence) -> Diagnosis:
     """The error to raise for a failed attempt."""
-    for report in evidence.reports:
+    causes = [r for r in evidence.reports if not _is_secondary(r)]
+    consequences = [r for r in evidence.reports if _is_secondary(r)]
+    for report in causes:
         if report.operator_name is not None:
             return _from_report(job_name, report)
-    for report in evidence.reports:  # e.g. a module missing on one executor: Spark may kill its peers silently
+    for report in causes:  # e.g. a module missing on one executor: Spark may kill its peers silently
         if not report.retryable:
             return _from_report(job_name, report)
     reporting = {r.slot for r in evidence.reports}
@@ -88,8 +131,8 @@ def diagnose(job_name: str, evidence: FailureEvidence) -> Diagnosis:
             "logs for the reason.")
         error.__cause__ = evidence.stage_error
         return Diagnosis(error)
-    if evidence.reports:
-        return _from_report(job_name, evidence.reports[0])
+    if causes or consequences:
+        return _from_report(job_name, (causes or consequences)[0])
     text = str(evidence.stage_error or "unknown error").strip().splitlines()
     summary = next((line for line in text if "Exception" in line or "Error" in line), text[0] if text else "")
     error = JobFailedError(f"Job '{job_name}' failed in Spark before any slot reported an error: {summary[:500]}")

@@ -130,6 +130,66 @@ def test_a_slot_that_reported_and_disconnected_is_diagnosed_by_its_report():
     assert message == "Job 'job' failed: the Chandy runtime (slot 2) raised OSError: disk full"
 
 
+CONNECTION_LOST = dict(error_type="ConnectionError", message="data connection from subtask 0 broke: ArrowInvalid: "
+                       "Expected to be able to read 1024 bytes for message body, got 12", phase=FailurePhase.RUNTIME)
+
+
+@pytest.mark.parametrize("order", ["consequence first", "cause first"])
+def test_a_root_cause_outranks_a_peers_broken_connection_whatever_the_arrival_order(order):
+    cause = slot_failed(0, error_type="RecordEncodingError", message="cannot pickle '_thread.lock' object",
+                        phase=FailurePhase.RUNTIME)
+    reports = [slot_failed(1, **CONNECTION_LOST), cause]
+    evidence = FailureEvidence(reports=reports if order == "consequence first" else reports[::-1],
+                               disconnected_slots=[0, 1], stage_error=RuntimeError("SparkException: barrier"))
+    message = diagnose("job", evidence).error.message
+    assert message == ("Job 'job' failed: the Chandy runtime (slot 0) raised RecordEncodingError: "
+                       "cannot pickle '_thread.lock' object")
+
+
+@pytest.mark.parametrize("error_type, message", [
+    ("ConnectionError", "data connection to subtask 0 broke: [Errno 32] Broken pipe"),
+    ("ConnectionError", "the consumer closed the connection"),
+    ("ConnectionResetError", "[Errno 104] Connection reset by peer"),
+    ("BrokenPipeError", "[Errno 32] Broken pipe"),
+    ("EOFError", "Ran out of input"),
+    ("ConnectionClosed", "control connection closed by peer"),
+    ("OSError", "connection lost to the peer"),
+])
+def test_a_silent_slot_outranks_a_peers_broken_connection(error_type, message):
+    evidence = FailureEvidence(reports=[slot_failed(1, error_type=error_type, message=message)],
+                               disconnected_slots=[1, 0], stage_error=RuntimeError("stage failed"))
+    diagnosis = diagnose("job", evidence)
+    assert "the slot 0 died without reporting an error" in diagnosis.error.message
+    assert message not in diagnosis.error.message and diagnosis.error.__cause__ is evidence.stage_error
+
+
+def test_a_channel_error_an_operator_reported_ranks_below_a_silent_slot_but_its_own_connection_error_does_not():
+    channel = slot_failed(1, "Map", "m", subtask=1, **CONNECTION_LOST)
+    assert "slot 0 died" in diagnose("job", FailureEvidence([channel], disconnected_slots=[0])).error.message
+    own = slot_failed(1, "JDBC Sink", "db", subtask=1, error_type="ConnectionResetError",
+                      message="Connection reset by peer")
+    message = diagnose("job", FailureEvidence([own], disconnected_slots=[0])).error.message
+    assert "operator 'JDBC Sink' (subtask 1, uid 'db') raised ConnectionResetError" in message
+
+
+def test_a_connection_error_while_loading_is_a_cause_not_a_consequence():
+    storage = slot_failed(1, error_type="ConnectionError", message="connection reset reading s3://b/chk-3",
+                          phase=FailurePhase.LOAD)
+    message = diagnose("job", FailureEvidence([slot_failed(0, **CONNECTION_LOST), storage])).error.message
+    assert message == ("Job 'job' failed: the Chandy runtime (slot 1) raised ConnectionError: "
+                       "connection reset reading s3://b/chk-3")
+
+
+def test_only_broken_connections_still_report_the_first_one():
+    evidence = FailureEvidence(reports=[slot_failed(1, **CONNECTION_LOST),
+                                        slot_failed(0, error_type="BrokenPipeError", message="[Errno 32] Broken pipe")],
+                               disconnected_slots=[1, 0], stage_error=RuntimeError("SparkException: barrier"))
+    diagnosis = diagnose("job", evidence)
+    assert diagnosis.error.message == ("Job 'job' failed: the Chandy runtime (slot 1) raised ConnectionError: "
+                                       + CONNECTION_LOST["message"])
+    assert diagnosis.error.retryable and "Spark" not in diagnosis.error.message
+
+
 def test_runtime_error_outranks_spark_error():
     evidence = FailureEvidence(reports=[slot_failed(4, error_type="ProtocolError", message="bad frame",
                                                     phase=FailurePhase.RUNTIME)],
