@@ -78,6 +78,21 @@ def _check_picklable(node: OperatorNode) -> None:
         raise UnpicklableFunctionError(node.name, exc) from exc
 
 
+def _check_every_operator_reaches_a_sink(job_name: str, nodes: list[OperatorNode]) -> None:
+    """A source whose records reach no sink is almost always a leftover line; it would also finish at once
+    (or never) and, as a running task, change how the job checkpoints. Refuse it by name."""
+    reaching = {id(n) for n in nodes if n.is_sink}
+    for node in reversed(nodes):  # consumers come after their inputs
+        if id(node) in reaching:
+            reaching.update(id(edge.source) for edge in node.inputs)
+    dead = [n for n in nodes if id(n) not in reaching]
+    if dead:
+        names = ", ".join(f"'{n.name}' (uid {n.uid})" for n in dead)
+        raise JobGraphError(
+            f"Job '{job_name}': the output of {names} reaches no sink. End the stream with sink_to(...) or "
+            "print() (DiscardingSink() to run it for its side effects), or remove it from the program.")
+
+
 def compile_job_graph(transformations: list[Transformation], job_name: str, default_parallelism: int,
                       max_parallelism: int | None, buffer_timeout_ms: float, batch_size: int,
                       checkpointing: CheckpointSettings | None = None,
@@ -129,6 +144,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
             node.inputs.append(edge)
 
     all_nodes = list(nodes.values())
+    _check_every_operator_reaches_a_sink(job_name, all_nodes)
     max_p = max_parallelism or default_max_parallelism(max(n.parallelism for n in all_nodes))
     if not 1 <= max_p <= UPPER_BOUND_MAX_PARALLELISM:
         raise JobGraphError(f"max parallelism {max_p} is outside [1, {UPPER_BOUND_MAX_PARALLELISM}]")

@@ -45,6 +45,20 @@ def test_a_job_without_sink_is_rejected():
         env.get_job_graph()
 
 
+def test_a_stray_source_or_operator_that_reaches_no_sink_is_rejected_by_name():
+    env = make_env()
+    env.from_sequence(0, 5).uid("used").sink_to(CollectSink())
+    env.from_sequence(0, 9).uid("forgotten")  # a leftover line: it would finish at once and stop checkpoints
+    with pytest.raises(JobGraphError, match=r"'Sequence Source' \(uid forgotten\) reaches no sink"):
+        env.get_job_graph()
+    env = make_env()
+    numbers = env.from_sequence(0, 5).uid("numbers")
+    numbers.sink_to(CollectSink())
+    numbers.map(lambda x: x).name("dangling").uid("dangling")  # a branch that goes nowhere
+    with pytest.raises(JobGraphError, match=r"'dangling' \(uid dangling\) reaches no sink"):
+        env.get_job_graph()
+
+
 def test_duplicate_uids_are_rejected():
     env = make_env()
     env.from_sequence(0, 5).uid("x").map(lambda x: x).uid("x").sink_to(CollectSink())
