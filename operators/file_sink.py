@@ -32,13 +32,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from operators.two_phase_commit import RecoveredState, TransactionContext, TransactionStatus, TwoPhaseCommitSink
 from runtime.errors import ConfigurationError, OutputCommitError, OutputUnreachableError
+from runtime.filesystems import filesystem_for
 
 __all__ = ["FileSink", "FileTransaction"]
 
@@ -119,7 +119,7 @@ class FileSink(TwoPhaseCommitSink):
 
     def _connect(self) -> None:
         if self._fs is None:  # filesystems are made where they are used: they do not travel pickled
-            self._fs, self._root = fsspec.core.url_to_fs(self.url)
+            self._fs, self._root = filesystem_for(self.url, "FileSink path")
 
     @property
     def fs(self):

@@ -27,11 +27,11 @@ import os
 import time
 from dataclasses import dataclass
 
-import fsspec
 import pyarrow.parquet as pq
 
 from operators.sources import Source, SourceReader
 from runtime.errors import ConfigurationError, InputUnreachableError, MalformedRecordError
+from runtime.filesystems import filesystem_for
 from runtime.keys.stable_hash import stable_hash
 from runtime.side_outputs import OutputTag, SideOutputRecord
 
@@ -89,6 +89,8 @@ class FileSource(Source):
         """Driver, before launch: the path must be listable (an empty match is fine in continuous mode)."""
         try:
             files = _list_files(self.url)
+        except ConfigurationError:
+            raise
         except Exception as exc:  # unreachable input: say so now
             raise InputUnreachableError(f"FileSource cannot list {self.url}: {type(exc).__name__}: {exc}") from exc
         if not files and not self.continuous:
@@ -100,7 +102,7 @@ class FileSource(Source):
 
 
 def _list_files(url: str) -> list[str]:
-    fs, root = fsspec.core.url_to_fs(url)
+    fs, root = filesystem_for(url, "FileSource path")
     if any(c in root for c in "*?["):
         paths = fs.glob(root)
     elif fs.isdir(root):
@@ -117,7 +119,7 @@ class _FileReader(SourceReader):
         self.source = source
         self.subtask = subtask
         self.parallelism = parallelism
-        self.fs, _ = fsspec.core.url_to_fs(source.url)
+        self.fs, _ = filesystem_for(source.url, "FileSource path")
         self.positions: dict[str, tuple[int, int]] = {}  # path -> (byte offset or DONE, next line number)
         self.current = None  # (path, file object, header)
         self.next_discovery = 0.0

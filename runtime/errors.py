@@ -319,7 +319,7 @@ class StorageUnreachableError(CheckpointError):
     def __init__(self, url: str, cause: BaseException):
         self.url = url
         super().__init__(
-            f"Checkpoint storage {url} is not usable: {type(cause).__name__}: {cause}. Check the URL, its "
+            f"Checkpoint storage {url} is unreachable: {type(cause).__name__}: {cause}. Check the URL, its "
             "credentials and that the directory can be created and written from the driver and executors."
         )
 

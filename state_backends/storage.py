@@ -23,7 +23,6 @@ so an unreachable storage raises :class:`~runtime.errors.StorageUnreachableError
 from __future__ import annotations
 
 import json
-import logging
 import posixpath
 import re
 import struct
@@ -32,7 +31,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable, Iterator
 
-import fsspec
 import pyarrow as pa
 
 from runtime.errors import (
@@ -41,14 +39,13 @@ from runtime.errors import (
     CorruptCheckpointError,
     StorageUnreachableError,
 )
+from runtime.filesystems import filesystem_for
 from runtime.ids import CheckpointId, KeyGroup, SubtaskIndex
 from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, CompletedCheckpoint, StateHandle
 from state_backends.checkpoint_store import CheckpointStore
 
 __all__ = ["CheckpointStorage", "CheckpointStatus", "StoredCheckpoint", "OPERATOR_STATE_GROUP", "checksum",
            "job_directory_name"]
-
-log = logging.getLogger(__name__)
 
 METADATA = "_metadata"
 _CHK = re.compile(r"^chk-(\d+)$")
@@ -123,7 +120,7 @@ class CheckpointStorage:
     def __init__(self, url: str, job_name: str, filesystem=None):
         self.url = url
         self.job_name = job_name
-        fs, root = fsspec.core.url_to_fs(url)
+        fs, root = filesystem_for(url, "checkpoint storage")
         if filesystem is not None:  # an fsspec filesystem object given directly (custom or instrumented)
             fs = filesystem
         self.store = CheckpointStore(fs, url)

@@ -8,16 +8,21 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
 from typing import Iterable
 
 from operators.sinks import CollectSink, SinkWriterOperator
 from operators.sources import CollectionSource, SequenceSource, Source, SourceReaderOperator
+from operators.two_phase_commit import TwoPhaseCommitSink
 from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode, RestartStrategies, RestartStrategy
 from runtime.datastream.data_stream import DataStream, positive_int
 from runtime.driver.coordinator import CheckpointCoordinator
 from runtime.driver.launcher import obtain_spark_session, require_slots
-from runtime.driver.restore_plan import RESTORE_CONF, check_compatible, resolve_restore
+from runtime.driver.restore_plan import RESTORE_CONF, RESTORE_ENV, check_compatible, resolve_restore
 from runtime.driver.result import JobClient, JobResult
+from runtime.driver.terminal import resume_hint, show_chandy_logs
 from runtime.errors import ApiUsageError, ConfigurationError, JobGraphError
 from runtime.graph.compile import compile_job_graph
 from runtime.graph.job_graph import CheckpointSettings
@@ -30,8 +35,34 @@ from state_backends.storage import CheckpointStorage
 
 __all__ = ["StreamExecutionEnvironment"]
 
+log = logging.getLogger(__name__)
+
 DEFAULT_BUFFER_TIMEOUT_MS = 5.0
 DEFAULT_BATCH_SIZE = 4096
+
+
+def _check_sources_and_sinks(graph) -> None:
+    """Paths of sources and sinks are checked now, not an hour into the job."""
+    for node in graph.operators:
+        validate = getattr(getattr(node.operator, "sink", None) or getattr(node.operator, "source", None),
+                           "validate", None)
+        if callable(validate):
+            validate()
+    names = [node.operator.sink.name for node in graph.operators
+             if isinstance(node.operator, SinkWriterOperator) and isinstance(node.operator.sink, CollectSink)]
+    if len(names) != len(set(names)):
+        raise JobGraphError(f"Two CollectSinks share a name ({sorted(n for n in names if names.count(n) > 1)}): "
+                            "results are looked up by name, so give each its own.")
+
+
+def _warn_about_sinks_that_commit_on_checkpoints(graph) -> None:
+    for node in graph.operators:
+        sink = getattr(node.operator, "sink", None)
+        if isinstance(sink, TwoPhaseCommitSink):
+            log.warning("%s '%s' commits its output when a checkpoint completes, and checkpointing is off: its "
+                        "output appears only when a bounded job ends, and never for an unbounded one. Call "
+                        "env.enable_checkpointing(interval_ms) to commit as the job runs.",
+                        type(sink).__name__, node.name)
 
 
 class StreamExecutionEnvironment:
@@ -57,6 +88,7 @@ class StreamExecutionEnvironment:
         self._checkpoint_config = CheckpointConfig()
         self._restart_strategy: RestartStrategy | None = None
         self._state_backend: StateBackend | None = None
+        self._executed: list[str] = []  # names of the jobs execute() launched; their transformations are consumed
 
     @staticmethod
     def get_execution_environment(spark=None) -> "StreamExecutionEnvironment":
@@ -228,6 +260,10 @@ class StreamExecutionEnvironment:
         return self._compile(job_name, self._max_parallelism)
 
     def _compile(self, job_name: str, max_parallelism: int | None, checkpointing: CheckpointSettings | None = None):
+        if not self._transformations and self._executed:
+            raise JobGraphError(
+                f"This environment already launched job '{self._executed[-1]}', and launching a job consumes the "
+                "streams declared for it (as in Flink). Declare the streams again before calling execute() again.")
         return compile_job_graph(self._transformations, job_name, self._parallelism, max_parallelism,
                                  self._buffer_timeout_ms, self._batch_size, checkpointing, self._state_backend)
 
@@ -235,20 +271,25 @@ class StreamExecutionEnvironment:
         """Launch the declared job and return at once with a :class:`JobClient`.
 
         ``restore_from``: a checkpoint id of this job, ``"latest"``, or the path or URL of a ``chk-<n>``
-        directory (another job's too). Without it, the Spark conf ``spark.chandy.restoreFrom`` is used.
+        directory (another job's too). Without it, the environment variable ``CHANDY_RESTORE_FROM`` is used,
+        else the Spark conf ``spark.chandy.restoreFrom``.
         """
         from runtime.driver.job import JobMaster
 
         job_name = job_name or "chandy job"
         config = self._checkpoint_config
-        graph = self._compile(job_name, self._max_parallelism)  # validate first: bad graphs fail fast
-        # The SparkSession is needed first: under spark-submit, it carries spark.chandy.restoreFrom.
-        spark = self._spark or obtain_spark_session(graph.slots)
-        if restore_from is None:
-            restore_from = spark.conf.get(RESTORE_CONF, None)
+        # Everything that can be checked without Spark is checked before a SparkSession is created.
+        graph = self._compile(job_name, self._max_parallelism)
         storage = CheckpointStorage(config.get_checkpoint_storage(), job_name, config.filesystem)
         if config.is_checkpointing_enabled():
             storage.check_writable()
+        _check_sources_and_sinks(graph)
+        if not config.is_checkpointing_enabled():
+            _warn_about_sinks_that_commit_on_checkpoints(graph)
+        # Under spark-submit, the session carries spark.chandy.restoreFrom.
+        spark = self._spark or obtain_spark_session(graph.slots)
+        if restore_from is None:
+            restore_from = os.environ.get(RESTORE_ENV) or spark.conf.get(RESTORE_CONF, None)
         restore = resolve_restore(storage, restore_from) if restore_from not in (None, "") else None
         max_parallelism = self._max_parallelism
         if max_parallelism is None and restore is not None:
@@ -262,18 +303,11 @@ class StreamExecutionEnvironment:
             check_compatible(restore.checkpoint, graph)
         coordinator = CheckpointCoordinator(config, storage, graph) if checkpointing is not None else None
         self._transformations = []
+        self._executed.append(job_name)
         require_slots(spark, graph.slots)
         sinks = {node.uid: node.operator.sink for node in graph.operators
                  if isinstance(node.operator, SinkWriterOperator)}
-        for node in graph.operators:  # sources and sinks check their paths now, not an hour into the job
-            validate = getattr(getattr(node.operator, "sink", None) or getattr(node.operator, "source", None),
-                               "validate", None)
-            if callable(validate):
-                validate()
-        names = [s.name for s in sinks.values() if isinstance(s, CollectSink)]
-        if len(names) != len(set(names)):
-            raise JobGraphError(f"Two CollectSinks share a name ({sorted(n for n in names if names.count(n) > 1)}): "
-                                "results are looked up by name, so give each its own.")
+        show_chandy_logs()
         master = JobMaster(graph, spark, sinks, self.get_restart_strategy(), coordinator, restore)
         master.start()
         return JobClient(master)
@@ -282,5 +316,15 @@ class StreamExecutionEnvironment:
         """Run the declared job to its end; returns a :class:`JobResult` or raises why it failed.
 
         ``restore_from`` starts from a checkpoint instead of from scratch (see :meth:`execute_async`).
+
+        Ctrl-C cancels the job, prints the newest completed checkpoint with the command that resumes from it,
+        and exits with status 130.
         """
-        return self.execute_async(job_name, restore_from).get_job_execution_result()
+        client = self.execute_async(job_name, restore_from)
+        try:
+            return client.get_job_execution_result()
+        except KeyboardInterrupt:
+            client.cancel()
+            print(resume_hint(job_name or "chandy job", client._run.newest_checkpoint()), file=sys.stderr,
+                  flush=True)
+            raise SystemExit(130) from None

@@ -95,6 +95,8 @@ class CheckpointCoordinator:
         self.attempt: Attempt | None = None  # None: no attempt running, nothing is triggered
         self.control = None
         self.finished_subtasks: set[SubtaskId] = set()
+        self.first_finished: str | None = None  # the subtask that finished first, for the warning
+        self.warned_stopped = False  # that checkpointing stopped, once per attempt
 
     def _now_ms(self) -> float:
         return self.clock() * 1000.0
@@ -108,6 +110,8 @@ class CheckpointCoordinator:
             self.attempt = attempt
             self.control = control
             self.finished_subtasks = set()
+            self.first_finished = None
+            self.warned_stopped = False
             self.last_trigger_ms = self._now_ms()  # first checkpoint one interval after the start
 
     def end_attempt(self, reason: str) -> None:
@@ -173,10 +177,18 @@ class CheckpointCoordinator:
                 missing = sorted(pending.expected - set(pending.acks))
                 failure = self._abort(checkpoint_id, f"not acknowledged within {self.config.timeout_ms:.0f} ms "
                                                      f"by {self._describe_subtasks(missing)}") or failure
-        if should_trigger(now, self.config.interval_ms, self.last_trigger_ms, self.last_completion_ms,
-                          self.config.min_pause_ms, len(self.pending), self.config.max_concurrent,
-                          all_subtasks_running=self.control.all_registered and not self.finished_subtasks):
+        due = should_trigger(now, self.config.interval_ms, self.last_trigger_ms, self.last_completion_ms,
+                             self.config.min_pause_ms, len(self.pending), self.config.max_concurrent,
+                             all_subtasks_running=self.control.all_registered)
+        if due and not self.finished_subtasks:
             self._trigger(now)
+        elif due and not self.warned_stopped:  # said when a checkpoint is skipped: the normal end of a bounded
+            self.warned_stopped = True  # job, whose subtasks all finish within moments, stays quiet
+            completed = f"checkpoint {self.completed_ids[-1]}" if self.completed_ids else "the job's start"
+            log.warning("Checkpointing of job '%s' stopped for the rest of this attempt: %s finished, and "
+                        "checkpoints need every subtask running. A failure from now on restarts from %s. (A "
+                        "source with fewer splits than subtasks, or an unbalanced bounded input, causes this.)",
+                        self.graph.job_name, self.first_finished, completed)
         return failure
 
     # -- messages from slots -------------------------------------------------------------------------
@@ -196,7 +208,9 @@ class CheckpointCoordinator:
             return self._on_decline(message)
         if isinstance(message, SubtaskFinished):
             finished = self._describe_subtasks([SubtaskId(message.chain, message.subtask)])
-            log.info("%s finished; no more checkpoints in this attempt", finished)
+            log.debug("%s finished", finished)
+            if self.first_finished is None:
+                self.first_finished = finished
             self.finished_subtasks.add(SubtaskId(message.chain, message.subtask))
             for checkpoint_id in list(self.pending):
                 self._abort(checkpoint_id, f"{finished} finished before acknowledging", count_failure=False)

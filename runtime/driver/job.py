@@ -115,7 +115,17 @@ class JobMaster:
 
     def start(self) -> None:
         self._started = time.monotonic()
-        log.info("Launching %s", self.graph.describe())
+        graph = self.graph
+        parallelism = max(chain.parallelism for chain in graph.chains)
+        if self.coordinator is not None:
+            config = self.coordinator.config
+            checkpoints = (f"checkpoints every {config.interval_ms:.0f} ms to {self.coordinator.storage.url} "
+                           f"(job directory {self.coordinator.storage.job_dir})")
+        else:
+            checkpoints = "no checkpoints"
+        log.info("Job '%s' (%s) starting: parallelism %d, %d slots, %s", graph.job_name, self.job_id[:8],
+                 parallelism, graph.slots, checkpoints)
+        log.debug("%s", graph.describe())
         self._master = threading.Thread(target=self._run_master, name=f"chandy-master-{self.job_id[:8]}",
                                         daemon=True)
         self._master.start()
@@ -123,6 +133,15 @@ class JobMaster:
     def cancel(self) -> None:
         self.events.put(CancelRequested())
         self._done.wait()
+
+    def newest_checkpoint(self) -> tuple[int, str] | None:
+        """The newest checkpoint this job could resume from: ``(id, job directory)``, or None."""
+        own = self.coordinator.completed_checkpoints() if self.coordinator is not None else []
+        if own:
+            return own[-1], self.coordinator.storage.job_dir
+        if self.initial_restore is not None:
+            return self.initial_restore.checkpoint.checkpoint_id, self.initial_restore.storage.job_dir
+        return None
 
     def wait(self, timeout: float | None = None) -> JobResult:
         if not self._done.wait(timeout):
@@ -198,14 +217,15 @@ class JobMaster:
             self.attempt = Attempt(self.attempt + 1)
 
     def _cancel_requested_within(self, seconds: float) -> bool:
+        """Whether a cancel arrives within ``seconds``; one already waiting counts even when ``seconds`` is 0
+        (a Ctrl-C cancels the Spark stage first: its failure must not start another attempt)."""
         deadline = time.monotonic() + seconds
-        while (remaining := deadline - time.monotonic()) > 0:
+        while True:
             try:
-                if isinstance(self.events.get(timeout=remaining), CancelRequested):
+                if isinstance(self.events.get(timeout=max(0.0, deadline - time.monotonic())), CancelRequested):
                     return True
             except queue.Empty:
-                break
-        return False
+                return False
 
     def _choose_restore(self) -> RestorePoint | None:
         """Newest usable checkpoint of this execution, else the one the job started from (or, when that one
@@ -246,7 +266,11 @@ class JobMaster:
         restore_payload = None
         if restore is not None:
             restore_payload = pickle.dumps((restore.storage, plan_restore(restore.checkpoint, graph)))
-            log.info("Attempt %d restores checkpoint %d", self.attempt, restore.checkpoint.checkpoint_id)
+            checkpoint = restore.checkpoint
+            taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(checkpoint.timestamp_ms / 1000))
+            log.info("Job '%s' attempt %d restores checkpoint %d of %s (taken %s at parallelism %d; now %d)",
+                     graph.job_name, self.attempt, checkpoint.checkpoint_id, restore.storage.job_dir, taken,
+                     checkpoint.parallelism, graph.slots)
         self.restored_from.append(restore.checkpoint.checkpoint_id if restore else None)
         inbox = self.coordinator_loop.inbox if self.coordinator_loop is not None else None
         self.control = ControlServer(_driver_host(self.spark), self.attempt, graph.slots, self.events, inbox)
@@ -354,5 +378,7 @@ class JobMaster:
             self.coordinator.finish()
             checkpoints = self.coordinator.checkpoint_stats()
         self.lifecycle.transition(JobStatus.FINISHED)
+        log.info("Job '%s' finished in %.1f s: %d checkpoints, %d restarts", self.graph.job_name, runtime_ms / 1000,
+                 len(checkpoints), self.restarts)
         return JobResult(self.job_id, self.graph.job_name, runtime_ms, results, collect_sinks,
                          checkpoints=checkpoints, restarts=self.restarts, restored_from=list(self.restored_from))

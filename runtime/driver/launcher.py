@@ -29,7 +29,8 @@ SLOT_WAIT_CONF = "spark.chandy.slotWaitSeconds"
 def obtain_spark_session(slots_needed: int):
     """The active SparkSession, or (under spark-submit) the configured one, or a new ``local[N]`` one.
 
-    A new local session gets ``N = max(cores, slots_needed)``: every subtask needs a slot of its own.
+    A new local session gets ``N = slots_needed``: every subtask needs a slot of its own, and more task
+    threads than slots would only let another Spark job compete with the long-running ones.
     """
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -41,8 +42,7 @@ def obtain_spark_session(slots_needed: int):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("chandy")
     if SparkContext._active_spark_context is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
-        cores = os.cpu_count() or 1
-        session = (builder.master(f"local[{max(cores, slots_needed)}]")
+        session = (builder.master(f"local[{slots_needed}]")
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.ui.enabled", "false")
                    .getOrCreate())

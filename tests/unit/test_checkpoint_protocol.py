@@ -158,12 +158,23 @@ def test_timeouts_and_declines_fail_the_job_beyond_the_tolerated_number(tmp_path
     assert failure is not None and "checkpoint 2" in str(failure) and "disk full" in str(failure)
 
 
-def test_no_checkpoints_once_a_subtask_finished(tmp_path):
+def test_no_checkpoints_once_a_subtask_finished_and_one_warning_when_the_next_is_due(tmp_path, caplog):
     coordinator, control, clock, storage = make_coordinator(tmp_path)
-    coordinator.on_message(SubtaskFinished(0, 0, 1))
-    clock.now += 5
+    clock.now += 1.0
     coordinator.tick()
-    assert control.sent == []
+    coordinator.on_message(ack(1, 0))
+    coordinator.on_message(ack(1, 1))
+    coordinator.on_message(SubtaskFinished(0, 0, 1))
+    with caplog.at_level("WARNING", logger="runtime.driver.coordinator"):
+        coordinator.tick()
+        assert not caplog.records, "no checkpoint was due yet: a bounded job ending now says nothing"
+        for _ in range(3):
+            clock.now += 5
+            coordinator.tick()
+    assert control.sent == [TriggerCheckpoint(0, 1), NotifyCheckpointComplete(0, 1)]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1, warnings
+    assert "stopped" in warnings[0] and "subtask 1 of" in warnings[0] and "restarts from checkpoint 1" in warnings[0]
 
 
 def test_checkpoint_ids_continue_after_existing_ones(tmp_path):
