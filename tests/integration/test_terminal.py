@@ -1,0 +1,104 @@
+"""What a user sees in the terminal running ``python job.py``: Chandy's own lines without any logging setup,
+and Ctrl-C: a clean cancel, one line naming the newest checkpoint and the command that resumes from it, exit
+status 130, no traceback; the printed command then resumes the job exactly.
+
+Each run is a subprocess of its own, as a user's program is (its own SparkContext), in its own process group
+so that the SIGINT reaches every process of the program as a terminal's Ctrl-C does.
+"""
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import textwrap
+
+from tests.integration.waiting import wait_for
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+N = 3_000
+
+JOB = textwrap.dedent(f"""
+    import os, sys
+    from operators import CollectSink, MapFunction, SequenceSource
+    from runtime import StreamExecutionEnvironment
+
+    class SignalCheckpoints(MapFunction):
+        def __init__(self, path):
+            self.path = path
+
+        def notify_checkpoint_complete(self, checkpoint_id):
+            open(self.path, "a").close()  # the test waits for a completed checkpoint
+
+        def map(self, value):
+            return value
+
+    env = StreamExecutionEnvironment.get_execution_environment().enable_checkpointing(200)
+    env.get_checkpoint_config().set_checkpoint_storage(sys.argv[1])
+    sink = CollectSink("numbers")
+    # About 6 s of input at 500 records/s: the test interrupts it after its first checkpoint.
+    env.from_source(SequenceSource(0, {N - 1}, records_per_second=500), "numbers").uid("numbers") \\
+        .map(SignalCheckpoints(sys.argv[2])).uid("signal").sink_to(sink).uid("sink")
+    result = env.execute("ctrl-c")
+    print("EXACT" if sorted(result.collected(sink)) == list(range({N})) else "WRONG", flush=True)
+""")
+
+
+def start(arguments, tmp_path, extra_env=None):
+    environment = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=ROOT)
+    environment.pop("PYSPARK_GATEWAY_PORT", None)
+    environment.update(extra_env or {})
+    stderr = open(tmp_path / f"stderr-{len(list(tmp_path.glob('stderr-*')))}.txt", "w+")
+    process = subprocess.Popen(arguments, cwd=tmp_path, env=environment, stdout=subprocess.PIPE, stderr=stderr,
+                               text=True, start_new_session=True)
+    return process, stderr
+
+
+def output(stderr):
+    stderr.flush()
+    return open(stderr.name).read()
+
+
+def test_ctrl_c_cancels_prints_how_to_resume_and_the_command_resumes_exactly(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    checkpointed = tmp_path / "checkpointed"
+    arguments = [sys.executable, "job.py", str(tmp_path / "ck"), str(checkpointed)]
+    process, stderr = start(arguments, tmp_path)
+    try:
+        wait_for(lambda: checkpointed.exists() or process.poll() is not None, timeout=300,
+                 what="the job's first completed checkpoint")
+        assert process.poll() is None, output(stderr)
+        os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        stdout, _ = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    text = output(stderr)
+    assert process.returncode == 130, text[-5000:]
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-5000:]
+    assert "EXACT" not in stdout and "WRONG" not in stdout, "the job was cancelled before its end"
+    started = re.search(r"chandy INFO Job 'ctrl-c' \(\w+\) starting: parallelism 1, 1 slots, checkpoints every "
+                        r"200 ms to \S+", text)
+    assert started, "Chandy's start line shows without any logging setup:\n" + text[-3000:]
+    hint = re.search(r"Cancelled job 'ctrl-c'\. Newest completed checkpoint: (\d+) in \S+\. Resume from it with: "
+                     r"(.*)$", text, re.MULTILINE)
+    assert hint, text[-3000:]
+    checkpoint_id, command = hint.group(1), shlex.split(hint.group(2))
+    assert command[0] == f"CHANDY_RESTORE_FROM={checkpoint_id}" and command[1:] == arguments, command
+
+    # The printed command, as a user would paste it: the job resumes from that checkpoint and ends exactly.
+    variable, value = command[0].split("=")
+    process, stderr = start(command[1:], tmp_path, {variable: value})
+    try:
+        stdout, _ = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    text = output(stderr)
+    assert process.returncode == 0, text[-5000:]
+    assert stdout.strip() == "EXACT", stdout + text[-3000:]
+    assert re.search(rf"chandy INFO Job 'ctrl-c' attempt 0 restores checkpoint {checkpoint_id} of \S+ \(taken "
+                     r"[\d-]+ [\d:]+ at parallelism 1; now 1\)", text), text[-3000:]
+    assert re.search(r"chandy INFO Job 'ctrl-c' finished in [\d.]+ s: \d+ checkpoints, 0 restarts", text), text[-3000:]
