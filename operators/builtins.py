@@ -17,7 +17,10 @@ from operators.context import KeyedContext
 from operators.functions import ProcessFunction
 from operators.operator import OneInputOperator
 from runtime.errors import FunctionContractError
+from runtime.keys.canonical import canonical_key
 from runtime.side_outputs import OutputTag, SideOutputRecord
+
+_PLAIN_KEY_TYPES = frozenset({int, str, bytes, bool, type(None)})  # keys that are their own canonical form
 
 __all__ = [
     "MapOperator",
@@ -157,6 +160,9 @@ class KeyedReduceOperator(OneInputOperator):
         reduce = self.call
         keys = [self.key_selector(r) for r in records]
         distinct = list(dict.fromkeys(keys))
+        if not _PLAIN_KEY_TYPES.issuperset(map(type, distinct)):  # floats or tuples: NaNs must be one key
+            keys = [canonical_key(k) for k in keys]
+            distinct = list(dict.fromkeys(keys))
         current = dict(zip(distinct, self.backend.get_many(self.STATE_NAME, distinct)))
         out = []
         append = out.append

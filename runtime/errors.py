@@ -25,6 +25,7 @@ __all__ = [
     "JobGraphError",
     "UnpicklableFunctionError",
     "UnsupportedKeyError",
+    "KeySelectorError",
     "InsufficientSlotsError",
     "JobFailedError",
     "JobCancelledError",
@@ -218,9 +219,13 @@ class JobCancelledError(ChandyError):
 
 
 class UnsupportedKeyError(ChandyError, TypeError):
-    """A key of a type that has no stable, cross-process hash."""
+    """A key of a type that has no stable, cross-process hash, or no hash at all (a list)."""
 
     retryable = False
+
+
+class KeySelectorError(ChandyError):
+    """A ``key_by`` selector raised: the user's function failed (a restart may help, as for any operator)."""
 
 
 class RecordEncodingError(ChandyError, TypeError):

@@ -13,6 +13,7 @@ from collections import deque
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from runtime.errors import KeySelectorError, RecordEncodingError, UnsupportedKeyError
 from runtime.executor.aligner import Alignment, BarrierAligner
 from runtime.executor.snapshotter import OperatorSnapshot, SubtaskSnapshot
 from runtime.gc_pause import gc_paused
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["SubtaskRunner", "SubtaskStatus", "OperatorError"]
 
 log = logging.getLogger(__name__)
+
+# What the record writer raises about a record itself (its key, its encoding): the emitting operator's failure.
+RECORD_ERRORS = (RecordEncodingError, UnsupportedKeyError, KeySelectorError)
 
 
 class OperatorError(Exception):
@@ -94,25 +98,30 @@ class SubtaskRunner:
         for index in range(len(self.operators)):
             self._call(index, "open")
         try:
-            if self.chain.is_source:
-                self._run_source()
-            else:
-                self._run_consumer()
-            for index in range(len(self.operators)):
-                leftover = self._call(index, "finish")
-                if leftover:
-                    self._push(leftover, index + 1)
-            self.writer.flush()
-            self.writer.broadcast_event(END_OF_INPUT)
-            self.writer.close()
-            self.status = SubtaskStatus.FINISHED
-            self.slot.send(SubtaskFinished(self.slot.attempt, self.chain.index, self.slot.slot))
+            self._run_to_the_end()
+        except RECORD_ERRORS as exc:  # raised by the writer: the chain's last operator emitted the record
+            raise OperatorError(self.chain.operators[-1], exc) from exc
         finally:
             for node in self.chain.operators:
                 try:
                     node.operator.close()
                 except Exception:  # close errors must not hide the error that ended the subtask
                     log.exception("close() of operator '%s' (uid %s) failed", node.name, node.uid)
+
+    def _run_to_the_end(self) -> None:
+        if self.chain.is_source:
+            self._run_source()
+        else:
+            self._run_consumer()
+        for index in range(len(self.operators)):
+            leftover = self._call(index, "finish")
+            if leftover:
+                self._push(leftover, index + 1)
+        self.writer.flush()
+        self.writer.broadcast_event(END_OF_INPUT)
+        self.writer.close()
+        self.status = SubtaskStatus.FINISHED
+        self.slot.send(SubtaskFinished(self.slot.attempt, self.chain.index, self.slot.slot))
 
     # A source iteration (poll + the chained operators) should take about this long at most: checkpoint
     # triggers and notifications are handled between iterations, so it bounds their delay.

@@ -85,6 +85,8 @@ def stable_hash(key) -> int:
         return _hash_int(int(key))
     if isinstance(key, str):
         return zlib.crc32(str(key).encode("utf-8", "surrogatepass"))
+    if isinstance(key, float):  # float subclasses (the canonical NaN key)
+        return _hash_float(float(key))
     if isinstance(key, tuple):  # namedtuples
         return _combine(key)
     if isinstance(key, (datetime.datetime, datetime.date, datetime.time)):
@@ -102,5 +104,6 @@ def stable_hash(key) -> int:
     raise UnsupportedKeyError(
         f"Cannot use a key of type {kind.__module__}.{kind.__qualname__} ({key!r}): keys must have a "
         "stable hash across processes. Use int, str, bytes, float, bool, None, a tuple of those, an enum, "
-        "or a frozen dataclass; return such a value from your key_by selector."
+        "or a frozen dataclass; return such a value from your key_by selector (a list becomes one as "
+        "tuple(...))."
     )

@@ -34,6 +34,14 @@ from runtime.types import TypeInformation
 __all__ = ["RecordCodec", "ColumnarCodec", "codec_for"]
 
 
+def _picklable(record) -> bool:
+    try:
+        cloudpickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+        return True
+    except Exception:
+        return False
+
+
 class RecordCodec:
     """Encodes the records of one edge; both ends build it from the edge's declared type."""
 
@@ -61,8 +69,20 @@ class RecordCodec:
                     f"record that does not fit it ({exc}). Fix the records or the declared output_type."
                 ) from exc
             return pa.RecordBatch.from_arrays([column], schema=self.schema)
-        payload = cloudpickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            payload = cloudpickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            raise self._unpicklable(records, exc) from exc
         return pa.RecordBatch.from_arrays([pa.array([payload], type=pa.large_binary())], schema=self.schema)
+
+    def _unpicklable(self, records: list, error: Exception) -> RecordEncodingError:
+        culprit = next((r for r in records if not _picklable(r)), None)
+        what = f"a record of type {type(culprit).__module__}.{type(culprit).__qualname__}" if culprit is not None \
+            else "records"
+        return RecordEncodingError(
+            f"Operator '{self.operator_name}' emitted {what} that cannot be pickled to reach the next operator "
+            f"({type(error).__name__}: {error}). Records that cross to another subtask must be picklable: emit "
+            "plain values (tuples, dicts, dataclasses), not objects holding locks, sockets, files or clients.")
 
     def decode(self, batch: pa.RecordBatch) -> list:
         if self.typed:

@@ -26,9 +26,12 @@ from typing import Callable
 
 import pyarrow.compute as pc
 
+from runtime.errors import KeySelectorError, UnsupportedKeyError
 from runtime.graph.job_graph import ChainEdge
 from runtime.keys.arrow_key_groups import column_subtasks
+from runtime.keys.canonical import canonical_key
 from runtime.keys.key_groups import assign_to_key_group
+from runtime.keys.stable_hash import stable_hash
 from runtime.protocol.events import Event
 from runtime.side_outputs import SideOutputRecord
 
@@ -79,6 +82,7 @@ class EdgeWriter(_ChannelSet):
         self.separate_side_outputs = False  # set when the producer may emit SideOutputRecords
 
     def _target_of(self, key) -> int:
+        key = canonical_key(key)  # a cache miss: NaNs are cached as the one NaN key, not one entry each
         target = self._route.get(key)
         if target is None:
             target = assign_to_key_group(key, self.max_parallelism) * self.parallelism // self.max_parallelism
@@ -101,12 +105,15 @@ class EdgeWriter(_ChannelSet):
         if kind == "hash":
             key_of, route, target_of = self.key_selector, self._route, self._target_of
             appenders = [b.append for b in buffers]
-            for r in records:
-                key = key_of(r)
-                target = route.get(key)
-                if target is None:
-                    target = target_of(key)
-                appenders[target](r)
+            try:
+                for r in records:
+                    key = key_of(r)
+                    target = route.get(key)
+                    if target is None:
+                        target = target_of(key)
+                    appenders[target](r)
+            except Exception as exc:  # off the hot path: say which record and why
+                raise _key_error(key_of, records, exc) from exc
         elif kind == "forward" or len(buffers) == 1:
             buffers[0].extend(records)
         elif kind == "rebalance":
@@ -128,6 +135,27 @@ class EdgeWriter(_ChannelSet):
             if len(buffer) >= batch_size:
                 self.channels[i].send(buffer)
                 buffers[i] = []
+
+
+def _key_error(key_of, records: list, error: Exception) -> Exception:
+    """What to raise when keying ``records`` failed with ``error``: the key selector's own exception, or an
+    :class:`UnsupportedKeyError` naming the record and the fix for a key that cannot be hashed."""
+    for record in records:
+        try:
+            key = key_of(record)
+        except Exception as exc:
+            return KeySelectorError(f"The key_by selector raised {type(exc).__name__}: {exc} (record: "
+                                    f"{record!r:.200})")
+        try:
+            stable_hash(key)
+            {key: None}  # dict keys must be hashable too (a frozen dataclass holding a list is not)
+        except UnsupportedKeyError as exc:
+            return exc
+        except TypeError as exc:
+            return UnsupportedKeyError(
+                f"The key_by selector returned {key!r:.200} (a {type(key).__name__}), which cannot be a key: {exc}. "
+                "Return a tuple instead of a list (key_by(lambda r: tuple(...))), a frozenset instead of a set.")
+    return error
 
 
 class ColumnarEdgeWriter(_ChannelSet):

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from runtime.errors import ProtocolError, StateUsageError
 from runtime.gc_pause import gc_paused
+from runtime.keys.canonical import canonical_key
 from runtime.keys.key_groups import KeyGroupRange, assign_to_key_group
 from state_backends.base import KeyedStateBackend, State, StateBackend
 from state_backends.descriptors import (
@@ -81,8 +82,12 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         return group
 
     def set_current_key(self, key: Any) -> None:
+        group = self._group_of.get(key)
+        if group is None:  # a new key, or a NaN (never equal to the cached one): compare canonical keys
+            key = canonical_key(key)
+            group = self.key_group_of(key)
         self.current_key = key
-        group = self._current_group_id = self.key_group_of(key)
+        self._current_group_id = group
         if self._snapshots:
             for snapshot in self._snapshots:
                 if group in snapshot.pending:
@@ -127,7 +132,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     # -- many keys at once (the columnar path) ---------------------------------------------------------
 
     def get_many(self, state_name: str, keys: list) -> list:
-        """The values of ``keys`` in value state ``state_name`` (None where absent), in one call."""
+        """The values of ``keys`` (canonical: see :func:`~runtime.keys.canonical.canonical_key`) in value state
+        ``state_name`` (None where absent), in one call."""
         groups = self._tables[state_name]
         group_of = self.key_group_of
         values = []

@@ -279,3 +279,54 @@ def test_a_cancel_during_the_restart_delay_goes_through_cancelling(env):
         JobStatus.CREATED, JobStatus.RUNNING, JobStatus.RESTARTING, JobStatus.CANCELLING, JobStatus.CANCELED]
     with pytest.raises(JobCancelledError):
         client.get_job_execution_result()
+
+
+def test_an_unpicklable_record_crossing_a_key_by_is_blamed_on_the_operator_that_emitted_it(env, tmp_path):
+    env.set_parallelism(2)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
+    # Half of the keys live on the other slot, where records arrive pickled: a lock cannot be.
+    env.from_sequence(0, 1000).map(lambda x: (x % 10, threading.Lock())).name("with-lock").uid("with-lock") \
+        .key_by(lambda r: r[0]).map(lambda r: r[0]).sink_to(CollectSink())
+    client = env.execute_async("unpicklable-record")
+    with pytest.raises(JobFailedError) as failed:
+        client.get_job_execution_result(timeout=120)
+    message = str(failed.value)
+    assert "operator 'with-lock'" in message and "uid 'with-lock'" in message, message
+    assert "a record of type builtins.tuple that cannot be pickled" in message and "_thread.lock" in message, message
+    assert client._run.restarts == 0, "the same record fails the same way again"
+
+
+def test_an_unhashable_key_fails_at_once_naming_the_fix(env):
+    env.set_parallelism(2)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
+    env.from_sequence(0, 100).map(lambda x: [x % 3, "a"]).name("lists").key_by(lambda r: r) \
+        .map(lambda r: r).sink_to(CollectSink())
+    client = env.execute_async("unhashable-key")
+    with pytest.raises(JobFailedError, match=r"operator 'lists'.*UnsupportedKeyError.*list.*tuple\(") as failed:
+        client.get_job_execution_result(timeout=120)
+    assert client._run.restarts == 0, str(failed.value)
+
+
+def test_nan_keys_are_one_key_and_minus_zero_is_zero(env, tmp_path):
+    from tests.integration.jobs import CountPerKey
+
+    nan, n = float("nan"), 1000
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    values = [nan if i % 2 else (-0.0 if i % 4 == 0 else 0.0) for i in range(n)]
+    counts, sums = CollectSink("counts"), CollectSink("sums")
+    keyed = env.from_collection(values).key_by(lambda v: v)
+    keyed.process(CountPerKey()).sink_to(counts)  # keyed state
+    env.from_collection(values).map(lambda v: (v, 1)).key_by(lambda r: r[0]) \
+        .reduce(lambda a, b: (a[0], a[1] + b[1])).sink_to(sums)  # the batched reduce
+    result = env.execute("nan-keys")
+    finals = {}
+    for key, count in result.collected(counts):
+        name = "nan" if key != key else str(abs(key))
+        finals[name] = max(finals.get(name, 0), count)
+    assert finals == {"nan": n // 2, "0.0": n // 2}, "every NaN is one key; -0.0 and 0.0 are one key"
+    totals = {}
+    for key, total in result.collected(sums):
+        name = "nan" if key != key else str(abs(key))
+        totals[name] = max(totals.get(name, 0), total)
+    assert totals == {"nan": n // 2, "0.0": n // 2}

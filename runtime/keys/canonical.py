@@ -1,0 +1,55 @@
+"""One key per value: keys compared the way the stable hash sees them.
+
+Python's ``float("nan") == float("nan")`` is False, so a dict would make every NaN key a key of its own (a
+``key_by`` on a float column with NaNs counted each NaN record alone). Java's ``Double.equals`` makes all NaNs
+one key, and so does :func:`canonical_key`: every NaN, alone or inside a tuple, becomes :data:`NAN_KEY`, one
+object that dicts find by identity and that unpickles to itself, so a restored state keeps one NaN key.
+``-0.0`` and ``0.0`` are already one key: they are equal and the stable hash maps them alike.
+
+Canonicalising is off the hot path: callers look a key up first and canonicalise only on a miss.
+
+>>> counts = {}
+>>> for key in (float("nan"), float("nan"), (1, float("nan")), (1, float("nan"))):
+...     key = canonical_key(key)
+...     counts[key] = counts.get(key, 0) + 1
+>>> list(counts.values())
+[2, 2]
+>>> import pickle
+>>> pickle.loads(pickle.dumps(NAN_KEY)) is NAN_KEY
+True
+"""
+
+from __future__ import annotations
+
+__all__ = ["canonical_key", "NAN_KEY"]
+
+
+class _NaNKey(float):
+    """The NaN every NaN key becomes (a float: arithmetic and printing work as on any NaN)."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return _nan_key, ()
+
+    def __repr__(self) -> str:
+        return "nan"
+
+
+def _nan_key() -> "_NaNKey":
+    return NAN_KEY
+
+
+NAN_KEY = _NaNKey("nan")
+
+
+def canonical_key(key):
+    """``key``, with every NaN in it replaced by :data:`NAN_KEY`."""
+    if isinstance(key, float):
+        return NAN_KEY if key != key else key
+    if isinstance(key, tuple) and any(isinstance(part, (float, tuple)) for part in key):
+        parts = [canonical_key(part) for part in key]
+        if type(key) is tuple:
+            return tuple(parts)
+        return type(key)(*parts)  # a namedtuple
+    return key
