@@ -1,27 +1,114 @@
 """Human-readable views of a job's checkpoints, for the ``chandy`` command.
 
-Both take the job's directory, ``<checkpoint storage>/<job name>``, as a path or any fsspec URL:
+Both take the job's directory, ``<checkpoint storage>/<job name>``, as a path or any fsspec URL. The job's
+folder is its name made safe for every filesystem (:func:`~state_backends.storage.job_directory_name`:
+``"count per key"`` is ``count-per-key``):
 
->>> print(list_checkpoints("memory://inspection-doc/my-job"))
-No completed checkpoint in .../my-job
+>>> from runtime.protocol.checkpoints import CompletedCheckpoint, OperatorState
+>>> storage = CheckpointStorage("memory://inspection-doc/checkpoints", "my job")
+>>> handle = storage.write_state_file(1, "count", 0, [(5, b"state of key group 5")])
+>>> storage.write_metadata(CompletedCheckpoint(1, "my job", 1_700_000_000_000, 0, 1, 128,
+...                                            (OperatorState("count", "Count", 1, (handle,)),)))
+>>> print(list_checkpoints("memory://inspection-doc/checkpoints/my-job"))
+    id  completed                       bytes  duration ms  restorable
+     1  2023-11-14 22:13:20 UTC  ...            0  yes
+
+Given the storage itself, the listing names its jobs instead; a directory that does not exist is an error:
+
+>>> print(list_checkpoints("memory://inspection-doc/checkpoints"))
+memory://inspection-doc/checkpoints is a checkpoint storage, not a job's directory. Its jobs:
+job     completed checkpoints  newest
+my-job                      1       1
+Pass one of them: chandy checkpoints memory://inspection-doc/checkpoints/my-job
+>>> list_checkpoints("memory://inspection-doc/checkpoints/no-such-job")
+Traceback (most recent call last):
+...
+runtime.errors.CheckpointNotFoundError: memory://inspection-doc/checkpoints/no-such-job does not exist. ...
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import posixpath
+import re
+from dataclasses import dataclass
 
 from runtime.driver.restore_plan import resolve_restore
+from runtime.errors import CheckpointNotFoundError, StorageUnreachableError
+from runtime.filesystems import filesystem_for
 from runtime.ids import CheckpointId
 from runtime.protocol.checkpoints import CompletedCheckpoint
-from state_backends.storage import CheckpointStorage
+from state_backends.storage import CheckpointStorage, job_directory_name
 
 __all__ = ["list_checkpoints", "describe_checkpoint"]
 
+_CHK = re.compile(r"^chk-\d+$")
 
-def _storage(directory: str) -> CheckpointStorage:
-    url = directory if "://" in directory else "file://" + os.path.abspath(directory)
-    return CheckpointStorage.for_job_directory(url)
+_WHAT_DIR_IS = ("DIR must be the job's checkpoint directory, <checkpoint storage>/<job name>: for "
+                "set_checkpoint_storage(\"./chandy-checkpoints\") and execute(\"my job\") it is "
+                "./chandy-checkpoints/my-job (the job name as a folder name: characters other than letters, "
+                "digits, '.', '_' and '-' become '-'). Given the storage itself, `chandy checkpoints` lists its jobs.")
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A job directory found in a checkpoint storage: its folder name and its completed checkpoints."""
+
+    name: str
+    completed: list[CompletedCheckpoint]
+
+
+def _url(directory: str) -> str:
+    return directory if "://" in directory else "file://" + os.path.abspath(directory)
+
+
+def _entries(fs, path: str, url: str) -> list[dict] | None:
+    """The entries of directory ``path`` (fsspec's ``ls`` details); None when it does not exist."""
+    try:
+        entries = fs.ls(path, detail=True)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # anything but absence: the storage cannot be used right now
+        raise StorageUnreachableError(url, exc) from exc
+    if any(e["name"].rstrip("/") == path.rstrip("/") and e.get("type") == "file" for e in entries):
+        raise CheckpointNotFoundError(f"{url} is a file, not a directory. {_WHAT_DIR_IS}")
+    return entries
+
+
+def _open(directory: str) -> CheckpointStorage | list[_Job]:
+    """The storage of the job directory ``directory``; or, when ``directory`` is a checkpoint storage (no
+    ``chk-*`` of its own, but folders that have some), its jobs. Raises CheckpointNotFoundError when
+    ``directory`` does not exist."""
+    url = _url(directory)
+    fs, path = filesystem_for(url, "checkpoint directory")
+    entries = _entries(fs, path, url)
+    if entries is None:
+        raise CheckpointNotFoundError(f"{directory} does not exist. {_WHAT_DIR_IS}")
+    names = sorted(posixpath.basename(e["name"].rstrip("/")) for e in entries if e.get("type") == "directory")
+    if any(_CHK.match(name) for name in names):
+        return CheckpointStorage.for_job_directory(url)
+    jobs = []
+    for name in names:
+        if job_directory_name(name) != name:  # not a folder Chandy names jobs with
+            continue
+        job = CheckpointStorage(url, name, filesystem=fs)
+        if job.checkpoint_ids():
+            jobs.append(_Job(name, job.completed()))
+    return jobs if jobs else CheckpointStorage.for_job_directory(url)
+
+
+def _jobs_table(jobs: list[_Job]) -> list[str]:
+    width = max(len("job"), *(len(job.name) for job in jobs))
+    rows = [f"{'job':<{width}}  completed checkpoints  newest"]
+    for job in jobs:
+        newest = job.completed[-1].checkpoint_id if job.completed else "-"
+        rows.append(f"{job.name:<{width}}  {len(job.completed):>21}  {newest:>6}")
+    return rows
+
+
+def _storage_not_job(directory: str) -> str:
+    return f"{directory} is a checkpoint storage, not a job's directory"
 
 
 def _when(checkpoint: CompletedCheckpoint) -> str:
@@ -30,8 +117,14 @@ def _when(checkpoint: CompletedCheckpoint) -> str:
 
 
 def list_checkpoints(directory: str) -> str:
-    """One line per completed checkpoint: id, time, size, duration, and whether it can be restored."""
-    storage = _storage(directory)
+    """One line per completed checkpoint: id, time, size, duration, and whether it can be restored. Given a
+    checkpoint storage instead of a job's directory, one line per job: its folder, how many completed
+    checkpoints it has and the newest one's id."""
+    storage = _open(directory)
+    if isinstance(storage, list):
+        example = posixpath.join(directory.rstrip("/"), storage[0].name)
+        return "\n".join([f"{_storage_not_job(directory)}. Its jobs:", *_jobs_table(storage),
+                          f"Pass one of them: chandy checkpoints {example}"])
     rows = [f"{'id':>6}  {'completed':23}  {'bytes':>12}  {'duration ms':>11}  restorable"]
     for checkpoint in storage.completed():
         duration = checkpoint.stats.duration_ms if checkpoint.stats is not None else 0
@@ -46,7 +139,12 @@ def list_checkpoints(directory: str) -> str:
 def describe_checkpoint(directory: str, checkpoint_id: int | str) -> str:
     """Operators, subtasks, key-group ranges, files and source positions of one checkpoint (an id, or
     ``"latest"``: the newest restorable one)."""
-    storage = _storage(directory)
+    storage = _open(directory)
+    if isinstance(storage, list):
+        table = "\n".join(_jobs_table(storage))
+        raise CheckpointNotFoundError(
+            f"{_storage_not_job(directory)}: pass one of its jobs' directories, e.g. "
+            f"{posixpath.join(directory.rstrip('/'), storage[0].name)}. Its jobs:\n{table}")
     if str(checkpoint_id).strip().isdecimal():  # also an unrestorable one: the description says what is wrong
         checkpoint = storage.read_checkpoint(CheckpointId(int(checkpoint_id)))
     else:

@@ -4,13 +4,18 @@
     chandy demo [--records N --keys K --parallelism P]   run the reference job on local Spark
     chandy pyfiles chandy.zip                            zip Chandy for spark-submit --py-files
     chandy checkpoints DIR                               completed checkpoints of the job directory DIR
+    chandy checkpoints STORAGE                           the jobs in a checkpoint storage, and their checkpoints
     chandy checkpoint DIR ID|latest                      one checkpoint: operators, files, key groups, offsets
 
-DIR is ``<checkpoint storage>/<job name>``, as a path or any fsspec URL.
+DIR is the job's directory, ``<checkpoint storage>/<job name>`` (the job name as a folder name, see
+:func:`~state_backends.storage.job_directory_name`), as a path or any fsspec URL. Errors go to stderr, with
+exit code 2; a directory that does not exist is one:
 
->>> main(["checkpoints", "memory://cli-doc/my-job"])
-No completed checkpoint in .../my-job
-0
+>>> import contextlib, sys
+>>> with contextlib.redirect_stderr(sys.stdout):
+...     main(["checkpoints", "memory://cli-doc/no-such-job"])
+chandy: memory://cli-doc/no-such-job does not exist. DIR must be the job's checkpoint directory, ...
+2
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
                         add_help=False)
     pyfiles = commands.add_parser("pyfiles", help="zip Chandy's packages for spark-submit --py-files")
     pyfiles.add_argument("destination", nargs="?", default="chandy.zip")
-    listing = commands.add_parser("checkpoints", help="list the completed checkpoints of a job directory")
+    listing = commands.add_parser("checkpoints", help="list the completed checkpoints of a job directory "
+                                  "(<checkpoint storage>/<job name>); given the storage, list its jobs")
     listing.add_argument("directory")
     showing = commands.add_parser("checkpoint", help="show one checkpoint")
     showing.add_argument("directory")
