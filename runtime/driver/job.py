@@ -29,13 +29,14 @@ from runtime.checkpoint_config import RestartStrategy
 from runtime.driver.control_server import ControlServer, SlotDisconnected
 from runtime.driver.coordinator import CheckpointCoordinator, CoordinatorLoop
 from runtime.driver.failure_diagnosis import Diagnosis, FailureEvidence, decide_restart, diagnose
-from runtime.driver.launcher import BarrierStage, StageCompleted, StageFailed
+from runtime.driver.launcher import BarrierStage, StageCompleted, StageFailed, require_slots
 from runtime.driver.lifecycle import JobLifecycle
 from runtime.driver.restore_plan import RestorePoint, newest_restorable, plan_restore
 from runtime.driver.result import JobResult, JobStatus
 from runtime.errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
+    InsufficientSlotsError,
     JobCancelledError,
     JobFailedError,
     ProtocolError,
@@ -263,6 +264,18 @@ class JobMaster:
 
     def _run_attempt(self, restore: RestorePoint | None):
         graph = self.graph
+        if self.attempt > 0:
+            # A lost executor takes its slots along until Spark replaces it. A barrier stage submitted before
+            # then fails Spark's slot check and waits out its retry interval (15 s by default): wait here.
+            waited = time.monotonic()
+            try:
+                require_slots(self.spark, graph.slots)
+            except InsufficientSlotsError as exc:
+                return Diagnosis(JobFailedError(
+                    f"Job '{graph.job_name}' cannot restart: {exc}", retryable=False))
+            if time.monotonic() - waited > 0.5:
+                log.info("Job '%s' waited %.1f s for %d free Spark task slots before attempt %d", graph.job_name,
+                         time.monotonic() - waited, graph.slots, self.attempt)
         restore_payload = None
         if restore is not None:
             restore_payload = pickle.dumps((restore.storage, plan_restore(restore.checkpoint, graph)))
