@@ -1,5 +1,6 @@
 """Failures are visible, named, and leave nothing running."""
 
+import collections
 import os
 import signal
 import socket
@@ -350,3 +351,57 @@ def test_a_restart_waits_for_slots_and_fails_at_once_naming_them_when_they_never
         client.get_job_execution_result(timeout=120)
     assert waits == [2], "checked once, before the first restart; no further attempt is spent on it"
     assert client._run.restarts == 1
+
+
+class StorageOutageAfterTwoCheckpoints(MapFunction):
+    """Attempt 0, subtask 0: once two checkpoints completed, the job's checkpoint directory is moved away and a
+    regular file put in its place, so that every read and write of it fails (not: finds nothing)."""
+
+    def __init__(self, job_dir, moved, marker):
+        self.job_dir, self.moved, self.marker = job_dir, moved, marker
+
+    def open(self, runtime_context):
+        self.active = runtime_context.get_attempt_number() == 0 and runtime_context.get_index_of_this_subtask() == 0
+        self.completed = []
+
+    def notify_checkpoint_complete(self, checkpoint_id):
+        self.completed.append(checkpoint_id)
+        if self.active and len(self.completed) == 2:
+            self.active = False
+            os.rename(self.job_dir, self.moved)
+            with open(self.job_dir, "w") as f:
+                f.write("the storage is down")
+            with open(self.marker, "w") as f:
+                f.write(str(checkpoint_id))
+
+    def map(self, value):
+        return value
+
+
+def test_a_storage_outage_during_restarts_costs_restarts_not_the_job_and_never_its_checkpoints(env, tmp_path):
+    from tests.integration.jobs import CountPerKey, final_counts
+
+    url, job_dir, moved, marker = tmp_path / "ck", tmp_path / "ck" / "outage", tmp_path / "moved", tmp_path / "down"
+    n = 20_000
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(url)).set_tolerable_checkpoint_failure_number(0)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(20, 200))
+    sink = CollectSink("counts")
+    env.from_source(SequenceSource(0, n - 1, records_per_second=1_000), "numbers").uid("numbers") \
+        .map(StorageOutageAfterTwoCheckpoints(str(job_dir), str(moved), str(marker))).uid("outage") \
+        .map(lambda x: x % 13).uid("modulo").key_by(lambda k: k).process(CountPerKey()).uid("count") \
+        .sink_to(sink).uid("sink")
+    client = env.execute_async("outage")
+    wait_for(lambda: marker.exists(), what="the outage")
+    # The failed checkpoint fails the attempt; then choosing a restore point fails while the storage is down:
+    # each try costs a restart (the first is the attempt's failure).
+    wait_for(lambda: client._run.restarts >= 3, what="restarts that could not read the storage")
+    assert client.get_job_status().name == "RESTARTING"
+    os.remove(job_dir)
+    os.rename(moved, job_dir)  # the storage is back
+    result = client.get_job_execution_result(timeout=300)
+    before_outage = int(marker.read_text())
+    assert result.restored_from[0] is None and all(r is not None for r in result.restored_from[1:]), \
+        f"never from scratch once checkpoints exist: {result.restored_from}"
+    assert result.restored_from[1] >= before_outage
+    assert final_counts(result.collected(sink)) == dict(collections.Counter(x % 13 for x in range(n)))
