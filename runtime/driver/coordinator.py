@@ -58,9 +58,11 @@ from runtime.protocol.messages import (
     CheckpointMessage,
     DeclineCheckpoint,
     DeclineKind,
+    EndIdling,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
     SubtaskFinished,
+    SubtaskIdle,
     TriggerCheckpoint,
 )
 from state_backends.storage import CheckpointStatus, CheckpointStorage
@@ -97,6 +99,10 @@ class CheckpointCoordinator:
         self.finished_subtasks: set[SubtaskId] = set()
         self.first_finished: str | None = None  # the subtask that finished first, for the warning
         self.warned_stopped = False  # that checkpointing stopped, once per attempt
+        self.idle_subtasks: set[SubtaskId] = set()  # source subtasks with nothing to read, still checkpointing
+        self.idling_ended = False
+        self.source_subtasks = frozenset(SubtaskId(c.index, s) for c in graph.chains if c.operators and c.is_source
+                                         for s in range(c.parallelism))
 
     def _now_ms(self) -> float:
         return self.clock() * 1000.0
@@ -112,6 +118,8 @@ class CheckpointCoordinator:
             self.finished_subtasks = set()
             self.first_finished = None
             self.warned_stopped = False
+            self.idle_subtasks = set()
+            self.idling_ended = False
             self.last_trigger_ms = self._now_ms()  # first checkpoint one interval after the start
 
     def end_attempt(self, reason: str) -> None:
@@ -206,7 +214,14 @@ class CheckpointCoordinator:
             return self._on_ack(message)
         if isinstance(message, DeclineCheckpoint):
             return self._on_decline(message)
+        if isinstance(message, SubtaskIdle):
+            self.idle_subtasks.add(SubtaskId(message.chain, message.subtask))
+            if self.idle_subtasks >= self.source_subtasks:  # nothing would ever finish
+                self._end_idling()
+            return None
         if isinstance(message, SubtaskFinished):
+            if SubtaskId(message.chain, message.subtask) not in self.idle_subtasks:
+                self._end_idling()  # checkpoints stop now: idling would only keep the job from ending
             finished = self._describe_subtasks([SubtaskId(message.chain, message.subtask)])
             log.debug("%s finished", finished)
             if self.first_finished is None:
@@ -217,6 +232,11 @@ class CheckpointCoordinator:
         return None
 
     # -- carrying decisions out (lock held) ----------------------------------------------------------
+
+    def _end_idling(self) -> None:
+        if not self.idling_ended:
+            self.idling_ended = True
+            self.control.broadcast(EndIdling(self.attempt))
 
     def _describe_subtasks(self, subtasks) -> str:
         return "; ".join(f"subtask {s.subtask} of {self.graph.chains[s.chain].describe()}" for s in subtasks)

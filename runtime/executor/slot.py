@@ -41,6 +41,7 @@ from runtime.protocol.messages import (
     Cancel,
     DeclineCheckpoint,
     DeclineKind,
+    EndIdling,
     FailurePhase,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
@@ -179,13 +180,18 @@ class SlotRunner:
                                                         self.slot, "the source has finished", DeclineKind.FINISHED))
                         else:
                             runner.triggers.append(message.checkpoint_id)
+                            runner.wakeup.set()
                 elif isinstance(message, NotifyCheckpointAborted):
                     if self.snapshotter is not None:
                         self.snapshotter.abort(message.checkpoint_id)
                 elif isinstance(message, NotifyCheckpointComplete):
                     for runner in self.runners:
-                        if runner.status is SubtaskStatus.RUNNING:
+                        if runner.status is not SubtaskStatus.FINISHED:
                             runner.notifications.append(message.checkpoint_id)
+                            runner.wakeup.set()
+                elif isinstance(message, EndIdling):
+                    for runner in self.runners:
+                        runner.end_idling()
         except (ConnectionClosed, OSError):
             if not self.stopped.is_set():
                 self.cancel()  # the driver is gone: nobody will ever read our results
@@ -221,6 +227,8 @@ class SlotRunner:
             channel.abort()
         with self._done:
             self._done.notify_all()
+        for runner in self.runners:
+            runner.wakeup.set()
 
     def _run_runner(self, runner: SubtaskRunner) -> None:
         try:

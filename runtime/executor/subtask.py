@@ -8,6 +8,7 @@ between two batches; the asynchronous part goes to the slot's :class:`~runtime.e
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from enum import Enum
@@ -22,7 +23,7 @@ from runtime.ids import CheckpointId
 from runtime.network.channels import Cancelled, InputGate
 from runtime.network.record_writer import RecordWriter
 from runtime.protocol.events import END_OF_INPUT, CheckpointBarrier, EndOfInput
-from runtime.protocol.messages import FailurePhase, SubtaskFinished
+from runtime.protocol.messages import FailurePhase, SubtaskFinished, SubtaskIdle
 
 if TYPE_CHECKING:
     from runtime.executor.slot import SlotRunner
@@ -48,6 +49,7 @@ class OperatorError(Exception):
 
 class SubtaskStatus(Enum):
     RUNNING = "running"
+    IDLE = "idle"  # a source with nothing to read: takes part in checkpoints until told to finish
     FINISHED = "finished"  # consumed all its input, flushed, sent end-of-input
 
 
@@ -66,6 +68,8 @@ class SubtaskRunner:
         self.backends = [getattr(op.runtime_context, "keyed_backend", None) for op in self.operators]
         self.triggers: deque = deque()  # checkpoint ids to inject (sources), appended by the control thread
         self.notifications: deque = deque()  # completed checkpoint ids, appended by the control thread
+        self.wakeup = threading.Event()  # set by the control thread with each of those (and on cancel)
+        self._idling_ended = False
         self.status = SubtaskStatus.RUNNING
         checkpointing = slot.graph.checkpointing
         self.aligner = None
@@ -134,6 +138,7 @@ class SubtaskRunner:
         next_flush = time.monotonic() + timeout
         triggers, notifications = self.triggers, self.notifications
         poll_size = min(self.batch_size, 64)  # grows to batch_size within a few iterations if the chain is fast
+        polled = False
         columnar = self.chain.is_columnar_source
         while not stopped.is_set():
             if triggers:
@@ -143,7 +148,10 @@ class SubtaskRunner:
             started = time.monotonic()
             batch = self._call(0, "poll", poll_size)
             if batch is None:
+                if not polled and self.slot.graph.checkpointing is not None:
+                    self._idle()  # nothing to read at all: finishing now would stop every checkpoint
                 return
+            polled = True
             if batch:
                 self._push(batch, 1)
             now = time.monotonic()
@@ -158,6 +166,28 @@ class SubtaskRunner:
                 writer.flush()
                 next_flush = now + timeout
         raise Cancelled()
+
+    def _idle(self) -> None:
+        """A source subtask that found nothing to read: take part in checkpoints (forwarding barriers), until
+        the coordinator ends the idling or the slot stops."""
+        self.status = SubtaskStatus.IDLE
+        self.slot.send(SubtaskIdle(self.slot.attempt, self.chain.index, self.slot.slot))
+        stopped, triggers, notifications = self.slot.stopped, self.triggers, self.notifications
+        while not self._idling_ended:
+            self.wakeup.wait()
+            self.wakeup.clear()
+            if stopped.is_set():
+                raise Cancelled()
+            while triggers:
+                self._checkpoint(triggers.popleft(), 0.0)
+            while notifications:
+                self._notify(notifications.popleft())
+        self.status = SubtaskStatus.RUNNING
+
+    def end_idling(self) -> None:
+        """Control thread: the coordinator says idle sources finish now."""
+        self._idling_ended = True
+        self.wakeup.set()
 
     def _run_consumer(self) -> None:
         gate = self.gate

@@ -28,6 +28,8 @@ __all__ = [
     "Cancel",
     "CheckpointMessage",
     "SubtaskFinished",
+    "SubtaskIdle",
+    "EndIdling",
     "TriggerCheckpoint",
     "AcknowledgeCheckpoint",
     "DeclineKind",
@@ -118,6 +120,21 @@ class SubtaskFinished(CheckpointMessage):
 
     chain: ChainIndex
     subtask: SubtaskIndex
+
+
+@dataclass(frozen=True)
+class SubtaskIdle(CheckpointMessage):
+    """Slot -> coordinator: a source subtask found nothing to read (more subtasks than splits). It idles,
+    taking part in checkpoints, instead of finishing, so that checkpoints go on (Flink's idle readers)."""
+
+    chain: ChainIndex
+    subtask: SubtaskIndex
+
+
+@dataclass(frozen=True)
+class EndIdling(CheckpointMessage):
+    """Coordinator -> slots: idle source subtasks, finish now: a subtask with input has finished (so
+    checkpoints have stopped anyway), or every source subtask is idle (nothing would ever finish)."""
 
 
 @dataclass(frozen=True)

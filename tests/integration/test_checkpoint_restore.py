@@ -13,6 +13,8 @@ from operators import (
     KeyedProcessFunction,
     MapFunction,
     SequenceSource,
+    Source,
+    SourceReader,
     ValueStateDescriptor,
 )
 from runtime import CheckpointingMode, RestartStrategies
@@ -25,7 +27,7 @@ from runtime.errors import (
 from runtime.keys.key_groups import subtask_for_key
 from state_backends.storage import CheckpointStorage
 from tests.integration.checkpoints import restored_state
-from tests.integration.jobs import CountPerKey
+from tests.integration.jobs import CountPerKey, final_counts
 from tests.integration.paced import PacedSource
 from tests.integration.waiting import wait_for
 
@@ -312,3 +314,42 @@ def test_automatic_restart_falls_back_to_an_older_complete_checkpoint(env, tmp_p
     expected = sorted((k, i) for k, c in collections.Counter(x % KEYS for x in range(N)).items()
                       for i in range(1, c + 1))
     assert sorted(result.collected(sink)) == expected
+
+
+class NothingToRead(SourceReader):
+    def poll(self, max_records):
+        return None
+
+    def snapshot_state(self):
+        return []
+
+    def restore_state(self, splits):
+        pass
+
+
+class OnlySubtaskZeroReads(Source):
+    """A parallel source with one split: subtask 0 reads it all, holding its end until four checkpoints
+    completed; every other subtask has nothing to read."""
+
+    def __init__(self, n):
+        self.paced = PacedSource(SequenceSource(0, n - 1), end_after_checkpoints=4)
+
+    def create_reader(self, subtask_index, parallelism):
+        return self.paced.create_reader(0, 1) if subtask_index == 0 else NothingToRead()
+
+
+def test_a_source_subtask_with_nothing_to_read_idles_and_checkpoints_go_on(env, tmp_path):
+    env.set_parallelism(3).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    sink = CollectSink("counts")
+    env.from_source(OnlySubtaskZeroReads(N), "lopsided").uid("lopsided") \
+        .map(lambda x: x % KEYS).uid("modulo").key_by(lambda k: k).process(CountPerKey()).uid("count") \
+        .sink_to(sink).uid("sink")
+    client = env.execute_async("lopsided")
+    try:  # before idling, subtasks 1 and 2 finished at once, checkpoints stopped, and subtask 0 waited forever
+        result = client.get_job_execution_result(timeout=300)
+    finally:
+        if client.get_job_status().name == "RUNNING":
+            client.cancel()
+    assert len(result.checkpoints) >= 4
+    assert final_counts(result.collected(sink)) == dict(collections.Counter(x % KEYS for x in range(N)))

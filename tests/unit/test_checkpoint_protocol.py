@@ -15,9 +15,11 @@ from runtime.protocol.checkpoints import (
 from runtime.protocol.messages import (
     AcknowledgeCheckpoint,
     DeclineCheckpoint,
+    EndIdling,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
     SubtaskFinished,
+    SubtaskIdle,
     TriggerCheckpoint,
 )
 from state_backends.storage import CheckpointStorage
@@ -171,10 +173,49 @@ def test_no_checkpoints_once_a_subtask_finished_and_one_warning_when_the_next_is
         for _ in range(3):
             clock.now += 5
             coordinator.tick()
-    assert control.sent == [TriggerCheckpoint(0, 1), NotifyCheckpointComplete(0, 1)]
+    assert control.sent == [TriggerCheckpoint(0, 1), NotifyCheckpointComplete(0, 1), EndIdling(0)]
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1, warnings
     assert "stopped" in warnings[0] and "subtask 1 of" in warnings[0] and "restarts from checkpoint 1" in warnings[0]
+
+
+def make_source_coordinator(tmp_path, parallelism=3):
+    """A coordinator of a job with one source chain of ``parallelism`` subtasks."""
+    from operators import SequenceSource
+    from operators.sources import SourceReaderOperator
+    from runtime.graph.job_graph import OperatorNode
+
+    source = OperatorNode("numbers", "numbers", parallelism, SourceReaderOperator("numbers", SequenceSource(0, 9)),
+                          None, is_source=True, is_sink=False)
+    graph = JobGraph("job", [Chain(0, [source], parallelism)], [], 128, 5, 100)
+    clock = FakeClock()
+    coordinator = CheckpointCoordinator(CheckpointConfig().set_checkpoint_interval(1000),
+                                        CheckpointStorage(f"file://{tmp_path}", "job"), graph, clock=clock)
+    control = FakeControl()
+    coordinator.start_attempt(0, control)
+    return coordinator, control, clock
+
+
+def test_idle_source_subtasks_keep_checkpoints_going_until_a_subtask_with_input_finishes(tmp_path):
+    coordinator, control, clock = make_source_coordinator(tmp_path)
+    coordinator.on_message(SubtaskIdle(0, 0, 2))  # more subtasks than splits: subtask 2 has nothing to read
+    clock.now += 1.0
+    coordinator.tick()
+    assert control.sent == [TriggerCheckpoint(0, 1)], "an idle subtask does not stop checkpoints"
+    for subtask in range(3):
+        coordinator.on_message(ack(1, subtask))
+    coordinator.on_message(SubtaskFinished(0, 0, 0))
+    assert control.sent[-1] == EndIdling(0), "once checkpoints stop, idle subtasks finish too"
+    coordinator.on_message(SubtaskFinished(0, 0, 2))
+    assert control.sent.count(EndIdling(0)) == 1
+
+
+def test_when_every_source_subtask_is_idle_they_are_told_to_finish(tmp_path):
+    coordinator, control, clock = make_source_coordinator(tmp_path, parallelism=2)
+    coordinator.on_message(SubtaskIdle(0, 0, 0))
+    assert EndIdling(0) not in control.sent
+    coordinator.on_message(SubtaskIdle(0, 0, 1))
+    assert control.sent == [EndIdling(0)], "otherwise nothing would ever finish"
 
 
 def test_checkpoint_ids_continue_after_existing_ones(tmp_path):
