@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from operators.operator import OneInputOperator
 from runtime.errors import ApiUsageError, FunctionContractError, InvalidRecordError
+from runtime.keys.canonical import canonical_key
 from state_backends.descriptors import ValueStateDescriptor
 
 __all__ = [
@@ -178,13 +179,19 @@ class KeyedRunningAggregateOperator(OneInputOperator):
         order = pc.sort_indices(keys)  # stable: a key's rows keep their order
         sorted_keys = keys.take(order)
         values = self._values(batch).take(order)
-        run_start = pa.concat_arrays([pa.array([True]),
-                                      pc.not_equal(sorted_keys.slice(1), sorted_keys.slice(0, n - 1))])
+        following, previous = sorted_keys.slice(1), sorted_keys.slice(0, n - 1)
+        differs = pc.not_equal(following, previous)
+        floating = pa.types.is_floating(keys.type)
+        if floating:  # every NaN is one key (they sort last, together)
+            differs = pc.and_not(differs, pc.and_(pc.is_nan(following), pc.is_nan(previous)))
+        run_start = pa.concat_arrays([pa.array([True]), differs])
         starts = pc.indices_nonzero(run_start)
         run_of_row = pc.subtract(pc.cumulative_sum(run_start.cast(pa.int64())), 1)
         totals = pc.cumulative_sum_checked(values)
         before_run = pc.subtract(totals.take(starts), values.take(starts))  # total just before each run
         distinct = sorted_keys.take(starts).to_pylist()
+        if floating:
+            distinct = [canonical_key(k) for k in distinct]
         earlier = pa.array([v or 0 for v in self.backend.get_many(self.state_name, distinct)], pa.int64())
         offsets = pc.subtract_checked(earlier, before_run)
         running = pc.add_checked(totals, offsets.take(run_of_row))

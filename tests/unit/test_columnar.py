@@ -83,6 +83,18 @@ def test_running_count_and_sum_equal_a_plain_python_reference(value_column, batc
     assert backend.get_many(operator.state_name, list(totals)) == list(totals.values())
 
 
+def test_a_float_key_column_counts_every_nan_as_one_key_across_batches():
+    schema = pa.schema([("k", pa.float64()), ("v", pa.int64())])
+    operator = KeyedRunningAggregateOperator("agg", "k", None, schema)
+    _keyed(operator)
+    nan = float("nan")
+    counts = []
+    for keys in ([nan, 1.5, nan, -0.0], [nan, 0.0, nan]):
+        (out,) = operator.process_batch([pa.RecordBatch.from_pylist([{"k": k, "v": 0} for k in keys], schema=schema)])
+        counts.append(out.column(1).to_pylist())
+    assert counts == [[1, 1, 2, 1], [3, 2, 4]]  # the NaNs count 1, 2, 3, 4; -0.0 and 0.0 are one key
+
+
 def test_a_running_sum_that_overflows_raises_instead_of_wrapping():
     operator = KeyedRunningAggregateOperator("agg", "k", "v", SCHEMA)
     _keyed(operator)
