@@ -161,8 +161,11 @@ class KeyedReduceOperator(OneInputOperator):
         keys = [self.key_selector(r) for r in records]
         distinct = list(dict.fromkeys(keys))
         if not _PLAIN_KEY_TYPES.issuperset(map(type, distinct)):  # floats or tuples: NaNs must be one key
-            keys = [canonical_key(k) for k in keys]
-            distinct = list(dict.fromkeys(keys))
+            canonical = [canonical_key(k) for k in distinct]
+            if any(c is not k for c, k in zip(canonical, distinct)):  # a NaN: records' keys follow
+                to_canonical = dict(zip(distinct, canonical))
+                keys = [to_canonical[k] for k in keys]
+                distinct = list(dict.fromkeys(canonical))
         current = dict(zip(distinct, self.backend.get_many(self.STATE_NAME, distinct)))
         out = []
         append = out.append

@@ -23,6 +23,7 @@ so an unreachable storage raises :class:`~runtime.errors.StorageUnreachableError
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import re
 import struct
@@ -84,6 +85,34 @@ def checksum(rows) -> str:
     return f"crc32:{crc:08x}"
 
 
+def _verified_rows(data: bytes, handle: StateHandle) -> tuple[str | None, list]:
+    """``(problem, rows)`` of a state file's bytes: ``problem`` None and the ``(group, payload buffer)`` rows
+    when the file is intact, else what is wrong with it."""
+    crc = 0
+    rows = []
+    try:
+        reader = pa.ipc.open_file(pa.py_buffer(data))
+        if not reader.schema.equals(_SCHEMA):
+            return f"is unreadable: its schema is {reader.schema}", []
+        if reader.num_record_batches != len(handle.key_groups):
+            return (f"is unreadable: it holds {reader.num_record_batches} key groups, {len(handle.key_groups)} "
+                    "were written"), []
+        for index, group in enumerate(handle.key_groups):
+            batch = reader.get_batch(index)
+            batch.validate(full=True)  # offsets and lengths checked before any value is touched
+            if batch.num_rows != 1 or batch.column(0).null_count or batch.column(1).null_count:
+                return f"is unreadable: key group {group} is not one row of state", []
+            payload = batch.column(1)[0].as_buffer()  # no copy: a view of ``data``
+            crc = _add_to_checksum(crc, batch.column(0)[0].as_py(), payload)
+            rows.append((group, payload))
+    except Exception as exc:  # whatever damaged bytes make Arrow raise (ArrowInvalid, OSError, ...)
+        return f"is unreadable: {type(exc).__name__}: {exc}", []
+    if handle.checksum is not None and f"crc32:{crc:08x}" != handle.checksum:
+        return (f"does not match the checksum written with it (crc32:{crc:08x}, not {handle.checksum}): it was "
+                "changed or damaged after the checkpoint"), []
+    return None, rows
+
+
 def job_directory_name(job_name: str) -> str:
     """A job's directory under the storage root: its name, made safe for every filesystem.
 
@@ -141,6 +170,18 @@ class CheckpointStorage:
 
     def checkpoint_dir(self, checkpoint_id: CheckpointId) -> str:
         return posixpath.join(self.job_dir, f"chk-{checkpoint_id}")
+
+    def checkpoint_url(self, checkpoint_id: CheckpointId) -> str:
+        """The URL (an absolute path for local storage) that names checkpoint ``checkpoint_id`` to a user:
+        ``restore_from`` and ``chandy checkpoint`` take it.
+
+        >>> CheckpointStorage("memory://doc-url", "my job").checkpoint_url(7)
+        'memory://doc-url/my-job/chk-7'
+        """
+        root = self.url.rstrip("/")
+        if "://" not in root:
+            root = os.path.abspath(root)
+        return f"{root}/{posixpath.basename(self.job_dir)}/chk-{checkpoint_id}"
 
     def metadata_path(self, checkpoint_id: CheckpointId) -> str:
         return posixpath.join(self.checkpoint_dir(checkpoint_id), METADATA)
@@ -289,33 +330,26 @@ class CheckpointStorage:
                         key_groups=None) -> Iterator[tuple[KeyGroup, bytes]]:
         """``(key group, payload)`` rows of a state file; only those in ``key_groups`` when given.
 
-        The whole file is read first (one request on object stores) and every row is compared with the
-        checksum written with it before any is returned, so a file changed or damaged since the checkpoint,
-        even one that kept its size, is never restored.
+        The whole file is read first (one request on object stores), validated as Arrow data (damaged bytes
+        must never reach code that trusts offsets) and compared with the checksum written with it before any
+        row is returned, so a file changed or damaged since the checkpoint, even one that kept its size, is
+        never restored. A file that looks damaged is read once more before it is called corrupt: a short or
+        failed read is not damage.
         """
         path = self.absolute(checkpoint_id, handle.path)
         where = f"Checkpoint {checkpoint_id}: state file {path} of operator uid '{handle.uid}'"
-        try:
-            data = self.store.read(path)
-        except FileNotFoundError:
-            raise CorruptCheckpointError(f"{where} is missing. Restore an older checkpoint.") from None
-        crc = 0
-        wanted = []
-        try:
-            reader = pa.ipc.open_file(pa.py_buffer(data))
-            if reader.num_record_batches != len(handle.key_groups):
-                raise pa.ArrowInvalid(f"{reader.num_record_batches} key groups, {len(handle.key_groups)} were written")
-            for index, group in enumerate(handle.key_groups):
-                batch = reader.get_batch(index)
-                payload = batch.column(1)[0].as_buffer()  # no copy: a view of ``data``
-                crc = _add_to_checksum(crc, batch.column(0)[0].as_py(), payload)
-                if key_groups is None or group in key_groups:
-                    wanted.append((group, payload))
-        except pa.ArrowException as exc:
-            raise CorruptCheckpointError(f"{where} is unreadable: {exc}. Restore an older checkpoint.") from exc
-        if handle.checksum is not None and f"crc32:{crc:08x}" != handle.checksum:
-            raise CorruptCheckpointError(
-                f"{where} does not match the checksum written with it (crc32:{crc:08x}, not {handle.checksum}): "
-                "it was changed or damaged after the checkpoint. Restore an older checkpoint.")
-        for group, payload in wanted:
-            yield group, payload.to_pybytes()
+        problem = None
+        for _ in range(2):
+            try:
+                data = self.store.read(path)
+            except FileNotFoundError:
+                problem = "is missing"
+                continue
+            problem, rows = _verified_rows(data, handle)
+            if problem is None:
+                break
+        if problem is not None:
+            raise CorruptCheckpointError(f"{where} {problem}. Restore an older checkpoint.")
+        for group, payload in rows:
+            if key_groups is None or group in key_groups:
+                yield group, payload.to_pybytes()

@@ -20,7 +20,7 @@ from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode, Resta
 from runtime.datastream.data_stream import DataStream, positive_int
 from runtime.driver.coordinator import CheckpointCoordinator
 from runtime.driver.launcher import obtain_spark_session, require_slots
-from runtime.driver.restore_plan import RESTORE_CONF, RESTORE_ENV, check_compatible, resolve_restore
+from runtime.driver.restore_plan import RESTORE_CONF, RESTORE_ENV, RESTORE_JOB_ENV, check_compatible, resolve_restore
 from runtime.driver.result import JobClient, JobResult
 from runtime.driver.terminal import resume_hint, show_chandy_logs
 from runtime.errors import ApiUsageError, ConfigurationError, JobGraphError
@@ -271,8 +271,9 @@ class StreamExecutionEnvironment:
         """Launch the declared job and return at once with a :class:`JobClient`.
 
         ``restore_from``: a checkpoint id of this job, ``"latest"``, or the path or URL of a ``chk-<n>``
-        directory (another job's too). Without it, the environment variable ``CHANDY_RESTORE_FROM`` is used,
-        else the Spark conf ``spark.chandy.restoreFrom``.
+        directory (another job's too). Without it, the Spark conf ``spark.chandy.restoreFrom`` is used, else
+        the environment variable ``CHANDY_RESTORE_FROM`` (only for the job that ``CHANDY_RESTORE_JOB`` names,
+        when that is set): what Ctrl-C prints to resume a ``python job.py``.
         """
         from runtime.driver.job import JobMaster
 
@@ -289,7 +290,9 @@ class StreamExecutionEnvironment:
         # Under spark-submit, the session carries spark.chandy.restoreFrom.
         spark = self._spark or obtain_spark_session(graph.slots)
         if restore_from is None:
-            restore_from = os.environ.get(RESTORE_ENV) or spark.conf.get(RESTORE_CONF, None)
+            restore_from = spark.conf.get(RESTORE_CONF, None)
+        if restore_from is None and os.environ.get(RESTORE_JOB_ENV, job_name) == job_name:
+            restore_from = os.environ.get(RESTORE_ENV)
         restore = resolve_restore(storage, restore_from) if restore_from not in (None, "") else None
         max_parallelism = self._max_parallelism
         if max_parallelism is None and restore is not None:
@@ -302,9 +305,9 @@ class StreamExecutionEnvironment:
         if restore is not None:
             check_compatible(restore.checkpoint, graph)
         coordinator = CheckpointCoordinator(config, storage, graph) if checkpointing is not None else None
-        self._transformations = []
-        self._executed.append(job_name)
         require_slots(spark, graph.slots)
+        self._transformations = []  # launched: the streams are consumed (an execute() that failed keeps them)
+        self._executed.append(job_name)
         sinks = {node.uid: node.operator.sink for node in graph.operators
                  if isinstance(node.operator, SinkWriterOperator)}
         show_chandy_logs()

@@ -136,12 +136,13 @@ class JobMaster:
         self._done.wait()
 
     def newest_checkpoint(self) -> tuple[int, str] | None:
-        """The newest checkpoint this job could resume from: ``(id, job directory)``, or None."""
+        """The newest checkpoint this job could resume from: ``(id, its URL)``, or None."""
         own = self.coordinator.completed_checkpoints() if self.coordinator is not None else []
         if own:
-            return own[-1], self.coordinator.storage.job_dir
+            return own[-1], self.coordinator.storage.checkpoint_url(own[-1])
         if self.initial_restore is not None:
-            return self.initial_restore.checkpoint.checkpoint_id, self.initial_restore.storage.job_dir
+            checkpoint_id = self.initial_restore.checkpoint.checkpoint_id
+            return checkpoint_id, self.initial_restore.storage.checkpoint_url(checkpoint_id)
         return None
 
     def wait(self, timeout: float | None = None) -> JobResult:
@@ -184,6 +185,8 @@ class JobMaster:
                 log.warning("Checkpoint %d cannot be restored: %s", restore.checkpoint.checkpoint_id,
                             outcome.error.__cause__)
             while True:  # a restart, once a restore point could be chosen
+                if self._cancel_requested:  # e.g. Ctrl-C: Spark's stage was cancelled first, then the job
+                    return self._cancel()
                 falling_back = restore is not None and restore.checkpoint.checkpoint_id in self.unrestorable
                 if not falling_back:
                     decision = decide_restart(outcome, previous, self.restarts, self.restart.max_attempts)
@@ -237,6 +240,8 @@ class JobMaster:
         if self.coordinator is not None:
             storage = self.coordinator.storage
             own = self.coordinator.completed_checkpoints()
+            if own:  # retention deleted most of them: ask the storage once rather than each in turn
+                own = sorted(set(own) & set(storage.checkpoint_ids()))
             for checkpoint_id in reversed(own):
                 if checkpoint_id in self.unrestorable:
                     continue
@@ -257,8 +262,8 @@ class JobMaster:
             self.initial_restore = initial = older
         if initial is None and own:
             raise CorruptCheckpointError(
-                f"None of the checkpoints {own} of job '{self.graph.job_name}' can be restored, and starting "
-                "from scratch would write again the output its sinks committed. Restore an older checkpoint "
+                f"None of the retained checkpoints {own[-5:]} of job '{self.graph.job_name}' can be restored, and "
+                "starting from scratch would write again the output its sinks committed. Restore an older checkpoint "
                 "by id or path, or start the job again without restore_from.")
         return initial
 
@@ -269,10 +274,11 @@ class JobMaster:
             # then fails Spark's slot check and waits out its retry interval (15 s by default): wait here.
             waited = time.monotonic()
             try:
-                require_slots(self.spark, graph.slots)
-            except InsufficientSlotsError as exc:
-                return Diagnosis(JobFailedError(
-                    f"Job '{graph.job_name}' cannot restart: {exc}", retryable=False))
+                if not require_slots(self.spark, graph.slots, stop=lambda: self._cancel_requested_within(0)):
+                    self._cancel_requested = True
+                    return Diagnosis(JobFailedError(f"Job '{graph.job_name}' was cancelled waiting for slots"))
+            except InsufficientSlotsError as exc:  # executors may still come back: a failed restart
+                return Diagnosis(JobFailedError(f"Job '{graph.job_name}' cannot restart: {exc}", retryable=True))
             if time.monotonic() - waited > 0.5:
                 log.info("Job '%s' waited %.1f s for %d free Spark task slots before attempt %d", graph.job_name,
                          time.monotonic() - waited, graph.slots, self.attempt)

@@ -14,7 +14,7 @@ import queue
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from runtime.errors import InsufficientSlotsError
 
@@ -58,8 +58,9 @@ def available_slots(spark) -> int:
     return int(jsc.maxNumConcurrentTasks(profile))
 
 
-def require_slots(spark, needed: int) -> None:
-    """Return once ``needed`` slots exist; raise :class:`InsufficientSlotsError` otherwise.
+def require_slots(spark, needed: int, stop: Callable[[], bool] = lambda: False) -> bool:
+    """Return True once ``needed`` slots exist, False if ``stop()`` became true while waiting; raise
+    :class:`InsufficientSlotsError` otherwise.
 
     On a local master the answer is immediate; on a cluster, executors may still be starting, so we wait
     up to ``spark.chandy.slotWaitSeconds`` (default 60).
@@ -72,10 +73,12 @@ def require_slots(spark, needed: int) -> None:
     while True:
         slots = available_slots(spark)
         if slots >= needed:
-            return
+            return True
         if time.monotonic() >= deadline:
             raise InsufficientSlotsError(needed, slots, master)
-        time.sleep(0.25)
+        if stop():
+            return False
+        time.sleep(0.25)  # Spark announces no executor registrations to Python: look again
 
 
 @dataclass(frozen=True)

@@ -34,13 +34,14 @@ from runtime.keys.key_groups import key_group_range
 from runtime.protocol.checkpoints import CompletedCheckpoint, RestoreSpec
 from state_backends.storage import CheckpointStatus, CheckpointStorage
 
-__all__ = ["RESTORE_CONF", "RESTORE_ENV", "RestorePoint", "resolve_restore", "newest_restorable", "check_compatible",
-           "plan_restore"]
+__all__ = ["RESTORE_CONF", "RESTORE_ENV", "RESTORE_JOB_ENV", "RestorePoint", "resolve_restore",
+           "newest_restorable", "check_compatible", "plan_restore"]
 
 log = logging.getLogger(__name__)
 
 RESTORE_CONF = "spark.chandy.restoreFrom"
-RESTORE_ENV = "CHANDY_RESTORE_FROM"  # the same, for a program started with python: read before the conf
+RESTORE_ENV = "CHANDY_RESTORE_FROM"  # the same for a program started with python (the conf wins) ...
+RESTORE_JOB_ENV = "CHANDY_RESTORE_JOB"  # ... for the job of this name only, when set
 _CHK_PATH = re.compile(r"^(?P<parent>.*)/chk-(?P<id>\d+)/?(_metadata)?$")
 
 

@@ -14,7 +14,7 @@ import os
 import shlex
 import sys
 
-from runtime.driver.restore_plan import RESTORE_CONF, RESTORE_ENV
+from runtime.driver.restore_plan import RESTORE_CONF, RESTORE_ENV, RESTORE_JOB_ENV
 
 __all__ = ["show_chandy_logs", "resume_hint", "CHANDY_LOGGERS"]
 
@@ -41,20 +41,23 @@ def show_chandy_logs(stream=None) -> bool:
 
 def resume_hint(job_name: str, newest: tuple[int, str] | None, argv: list[str] | None = None) -> str:
     """The one line printed when Ctrl-C cancels a job: the newest checkpoint and how to resume from it.
-    ``argv`` is the program's command line (default: as Python was started, ``sys.orig_argv``).
+    ``argv`` is the program's command line (default: as Python was started, ``sys.orig_argv``). The command
+    names the job, so that a program running several jobs resumes only this one from the checkpoint.
 
-    >>> print(resume_hint("clicks", (7, "/data/ck/clicks"), ["python", "job.py", "--day", "2026-11-24"]))
-    Cancelled job 'clicks'. Newest completed checkpoint: 7 in /data/ck/clicks. Resume from it with: CHANDY_RESTORE_FROM=7 python job.py --day 2026-11-24
+    >>> print(resume_hint("clicks", (7, "/data/ck/clicks/chk-7"), ["python", "job.py", "--day", "2026-11-24"]))
+    Cancelled job 'clicks'. Newest completed checkpoint: 7 (/data/ck/clicks/chk-7). Resume from it with: CHANDY_RESTORE_JOB=clicks CHANDY_RESTORE_FROM=/data/ck/clicks/chk-7 python job.py --day 2026-11-24
     >>> print(resume_hint("clicks", None))
     Cancelled job 'clicks'. No checkpoint was completed: running the program again starts from scratch.
     """
     if newest is None:
-        return f"Cancelled job '{job_name}'. No checkpoint was completed: running the program again starts from scratch."
-    checkpoint_id, job_dir = newest
+        return (f"Cancelled job '{job_name}'. No checkpoint was completed: running the program again starts from "
+                "scratch.")
+    checkpoint_id, url = newest
     if os.environ.get("SPARK_ENV_LOADED"):  # started by spark-submit, whose own command line Python cannot see
-        command = (f"spark-submit --conf {RESTORE_CONF}={checkpoint_id} followed by the arguments you gave "
+        command = (f"spark-submit --conf {RESTORE_CONF}={shlex.quote(url)} followed by the arguments you gave "
                    "spark-submit this time")
     else:
-        command = f"{RESTORE_ENV}={checkpoint_id} {shlex.join(argv or getattr(sys, 'orig_argv', None) or sys.argv)}"
-    return (f"Cancelled job '{job_name}'. Newest completed checkpoint: {checkpoint_id} in {job_dir}. "
+        program = shlex.join(argv or getattr(sys, "orig_argv", None) or sys.argv)
+        command = f"{RESTORE_JOB_ENV}={shlex.quote(job_name)} {RESTORE_ENV}={shlex.quote(url)} {program}"
+    return (f"Cancelled job '{job_name}'. Newest completed checkpoint: {checkpoint_id} ({url}). "
             f"Resume from it with: {command}")

@@ -49,7 +49,8 @@ def canonical_key(key):
         return NAN_KEY if key != key else key
     if isinstance(key, tuple) and any(isinstance(part, (float, tuple)) for part in key):
         parts = [canonical_key(part) for part in key]
-        if type(key) is tuple:
-            return tuple(parts)
-        return type(key)(*parts)  # a namedtuple
+        if all(new is old for new, old in zip(parts, key)):
+            return key  # nothing changed: the same object, so callers can tell
+        make = getattr(type(key), "_make", None)  # a namedtuple
+        return make(parts) if make is not None else tuple(parts)
     return key

@@ -75,10 +75,11 @@ class RecordCodec:
             raise self._unpicklable(records, exc) from exc
         return pa.RecordBatch.from_arrays([pa.array([payload], type=pa.large_binary())], schema=self.schema)
 
-    def _unpicklable(self, records: list, error: Exception) -> RecordEncodingError:
+    def _unpicklable(self, records: list, error: Exception) -> Exception:
         culprit = next((r for r in records if not _picklable(r)), None)
-        what = f"a record of type {type(culprit).__module__}.{type(culprit).__qualname__}" if culprit is not None \
-            else "records"
+        if culprit is None:  # every record pickles on its own: not the records' fault (memory, say)
+            return error
+        what = f"a record of type {type(culprit).__module__}.{type(culprit).__qualname__}"
         return RecordEncodingError(
             f"Operator '{self.operator_name}' emitted {what} that cannot be pickled to reach the next operator "
             f"({type(error).__name__}: {error}). Records that cross to another subtask must be picklable: emit "

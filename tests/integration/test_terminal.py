@@ -82,15 +82,16 @@ def test_ctrl_c_cancels_prints_how_to_resume_and_the_command_resumes_exactly(tmp
     started = re.search(r"chandy INFO Job 'ctrl-c' \(\w+\) starting: parallelism 1, 1 slots, checkpoints every "
                         r"200 ms to \S+", text)
     assert started, "Chandy's start line shows without any logging setup:\n" + text[-3000:]
-    hint = re.search(r"Cancelled job 'ctrl-c'\. Newest completed checkpoint: (\d+) in \S+\. Resume from it with: "
-                     r"(.*)$", text, re.MULTILINE)
+    hint = re.search(r"Cancelled job 'ctrl-c'\. Newest completed checkpoint: (\d+) \((\S+)\)\. Resume from it "
+                     r"with: (.*)$", text, re.MULTILINE)
     assert hint, text[-3000:]
-    checkpoint_id, command = hint.group(1), shlex.split(hint.group(2))
-    assert command[0] == f"CHANDY_RESTORE_FROM={checkpoint_id}" and command[1:] == arguments, command
+    checkpoint_id, url, command = hint.group(1), hint.group(2), shlex.split(hint.group(3))
+    assert url.removeprefix("file://") == str(tmp_path / "ck" / "ctrl-c" / f"chk-{checkpoint_id}"), url
+    assert command[:2] == ["CHANDY_RESTORE_JOB=ctrl-c", f"CHANDY_RESTORE_FROM={url}"] and command[2:] == arguments
 
     # The printed command, as a user would paste it: the job resumes from that checkpoint and ends exactly.
-    variable, value = command[0].split("=")
-    process, stderr = start(command[1:], tmp_path, {variable: value})
+    variables = dict(assignment.split("=", 1) for assignment in command[:2])
+    process, stderr = start(command[2:], tmp_path, variables)
     try:
         stdout, _ = process.communicate(timeout=300)
     finally:
