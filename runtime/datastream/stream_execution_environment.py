@@ -41,6 +41,11 @@ DEFAULT_BUFFER_TIMEOUT_MS = 5.0
 DEFAULT_BATCH_SIZE = 4096
 
 
+def _interactive() -> bool:
+    """Whether the program is a REPL or a notebook (a script's Ctrl-C ends it; theirs must not)."""
+    return hasattr(sys, "ps1") or bool(sys.flags.interactive) or "ipykernel" in sys.modules
+
+
 def _check_sources_and_sinks(graph) -> None:
     """Paths of sources and sinks are checked now, not an hour into the job."""
     for node in graph.operators:
@@ -321,7 +326,7 @@ class StreamExecutionEnvironment:
         ``restore_from`` starts from a checkpoint instead of from scratch (see :meth:`execute_async`).
 
         Ctrl-C cancels the job, prints the newest completed checkpoint with the command that resumes from it,
-        and exits with status 130.
+        and exits with status 130 (in a REPL or notebook, the KeyboardInterrupt goes on to it instead).
         """
         client = self.execute_async(job_name, restore_from)
         try:
@@ -330,4 +335,6 @@ class StreamExecutionEnvironment:
             client.cancel()
             print(resume_hint(job_name or "chandy job", client._run.newest_checkpoint()), file=sys.stderr,
                   flush=True)
+            if _interactive():  # a notebook or a REPL goes on: the interrupt is theirs to handle
+                raise
             raise SystemExit(130) from None

@@ -303,7 +303,7 @@ class CheckpointCoordinator:
         self.stats.append(stats)
         self.consecutive_failures = 0
         self.last_completion_ms = now
-        log.info("checkpoint %d complete: %.0f ms (sync %.1f ms, async %.1f ms, alignment %.1f ms), %d bytes",
+        log.debug("checkpoint %d complete: %.0f ms (sync %.1f ms, async %.1f ms, alignment %.1f ms), %d bytes",
                  checkpoint_id, stats.duration_ms, stats.sync_ms, stats.async_ms, stats.alignment_ms, stats.bytes)
         self.control.broadcast(NotifyCheckpointComplete(self.attempt, checkpoint_id))
         self._apply_retention()
