@@ -28,6 +28,8 @@ _EXPORTS = {
     "JobStatus": "runtime.driver.result",
     "Types": "runtime.types",
     "Row": "runtime.types",
+    "Duration": "runtime.durations",
+    "Time": "runtime.durations",
     "OutputTag": "runtime.side_outputs",
     "ChandyError": "runtime.errors",
     "JobGraphError": "runtime.errors",

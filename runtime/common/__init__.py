@@ -1,4 +1,5 @@
-"""PyFlink's ``pyflink.common``: type information, rows, restart strategies, job client and status.
+"""PyFlink's ``pyflink.common``: type information, rows, spans of time, restart strategies, job client and
+status.
 
 >>> from runtime.common import Types
 >>> Types.LONG()
@@ -7,9 +8,10 @@ LONG
 
 from runtime.checkpoint_config import RestartStrategies
 from runtime.driver.result import JobClient, JobResult, JobStatus
+from runtime.durations import Duration, Time
 from runtime.types import Row, TypeInformation, Types
 
 JobExecutionResult = JobResult  # PyFlink's name for what a finished job returns
 
 __all__ = ["Types", "TypeInformation", "Row", "RestartStrategies", "JobClient", "JobExecutionResult",
-           "JobStatus"]
+           "JobStatus", "Duration", "Time"]

@@ -1,10 +1,12 @@
 """Control events that travel in a data channel, in order with its records.
 
 On a remote channel an event is a zero-row Arrow batch whose custom metadata says what it is; on a local
-channel it is the object itself. Today: end of input and checkpoint barriers (later: watermarks).
+channel it is the object itself: end of input, checkpoint barriers and watermarks.
 
 >>> event_from_metadata(CheckpointBarrier(7).to_metadata())
 CheckpointBarrier(checkpoint_id=7)
+>>> event_from_metadata(Watermark(1_700_000_000_123).to_metadata())
+Watermark(timestamp=1700000000123)
 >>> event_from_metadata(END_OF_INPUT.to_metadata()) is END_OF_INPUT
 True
 """
@@ -15,10 +17,15 @@ from dataclasses import dataclass
 
 from runtime.errors import ProtocolError
 
-__all__ = ["Event", "EndOfInput", "END_OF_INPUT", "CheckpointBarrier", "event_from_metadata"]
+__all__ = ["Event", "EndOfInput", "END_OF_INPUT", "CheckpointBarrier", "Watermark", "MAX_WATERMARK",
+           "MIN_WATERMARK", "event_from_metadata"]
 
 _EVENT_KEY = b"chandy.event"
 _CHECKPOINT_KEY = b"chandy.checkpoint"
+_TIMESTAMP_KEY = b"chandy.timestamp"
+
+MAX_WATERMARK = (1 << 63) - 1  # Flink's Long.MAX_VALUE: the end of a bounded input; every timer fires
+MIN_WATERMARK = -(1 << 63)  # no watermark yet
 
 
 class Event:
@@ -49,6 +56,17 @@ class CheckpointBarrier(Event):
         return {_EVENT_KEY: b"barrier", _CHECKPOINT_KEY: str(self.checkpoint_id).encode()}
 
 
+@dataclass(frozen=True)
+class Watermark(Event):
+    """No record with a timestamp at or below ``timestamp`` (epoch milliseconds) follows on this channel, as
+    far as its producer knows (Flink's semantics: records later than that are late, not lost)."""
+
+    timestamp: int
+
+    def to_metadata(self) -> dict[bytes, bytes]:
+        return {_EVENT_KEY: b"watermark", _TIMESTAMP_KEY: str(self.timestamp).encode()}
+
+
 def event_from_metadata(metadata) -> Event | None:
     if not metadata:
         return None
@@ -57,6 +75,8 @@ def event_from_metadata(metadata) -> Event | None:
         return END_OF_INPUT
     if kind == b"barrier":
         return CheckpointBarrier(int(metadata[_CHECKPOINT_KEY]))
+    if kind == b"watermark":
+        return Watermark(int(metadata[_TIMESTAMP_KEY]))
     if kind is None:
         return None
     raise ProtocolError(f"Unknown event in a data stream: {kind!r} (are all processes on the same Chandy version?)")
