@@ -28,6 +28,7 @@ __all__ = [
     "ProcessFunction",
     "KeyedProcessFunction",
     "as_callable",
+    "Partitioner",
 ]
 
 
@@ -212,12 +213,28 @@ class KeyedProcessFunction(Function):
         raise NotImplementedError
 
 
+class Partitioner(Function):
+    """Chooses the consumer subtask of a key (``DataStream.partition_custom``): a number in
+    ``[0, num_partitions)``.
+
+    >>> class ByFirstLetter(Partitioner):
+    ...     def partition(self, key, num_partitions):
+    ...         return ord(key[0]) % num_partitions
+    >>> ByFirstLetter().partition("spark", 4)
+    3
+    """
+
+    def partition(self, key: Any, num_partitions: int) -> int:
+        raise NotImplementedError
+
+
 _METHOD_OF = {
     MapFunction: "map",
     FlatMapFunction: "flat_map",
     FilterFunction: "filter",
     ReduceFunction: "reduce",
     KeySelector: "get_key",
+    Partitioner: "partition",
 }
 
 

@@ -49,13 +49,15 @@ from operators.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    Partitioner,
     ProcessFunction,
     ReduceFunction,
     as_callable,
 )
 from operators.sinks import CollectSink, PrintSink, Sink, SinkWriterOperator
 from runtime.errors import ApiUsageError, ConfigurationError
-from runtime.graph.job_graph import BROADCAST, FORWARD, REBALANCE, Partitioner
+from runtime.graph.job_graph import BROADCAST, FORWARD, REBALANCE, RESCALE, SHUFFLE
+from runtime.graph.job_graph import Partitioner as EdgePartitioner
 from runtime.graph.transformation import Transformation
 from runtime.side_outputs import OutputTag
 from runtime.types import TypeInformation
@@ -275,15 +277,18 @@ class DataStream(_Named):
                 raise ApiUsageError(f"key_by() on a columnar stream takes the name of a key column, one of "
                                 f"{schema.names}; got {key_selector!r}")
             t = Transformation("partition", "KeyBy", [self._transformation],
-                               partitioner=Partitioner("hash", key_column=key_selector),
+                               partitioner=EdgePartitioner("hash", key_column=key_selector),
                                environment=self._env, schema=schema)
             return KeyedStream(self._env, t, None, key_type, key_column=key_selector)
         call = as_callable(key_selector, KeySelector, "key_by")
-        t = Transformation("partition", "KeyBy", [self._transformation], partitioner=Partitioner("hash", call),
+        t = Transformation("partition", "KeyBy", [self._transformation], partitioner=EdgePartitioner("hash", call),
                            output_type=self.get_type(), environment=self._env)
         return KeyedStream(self._env, t, call, key_type)
 
-    def _repartition(self, partitioner: Partitioner, name: str) -> "DataStream":
+    def _repartition(self, partitioner: EdgePartitioner, name: str) -> "DataStream":
+        if self.get_schema() is not None and partitioner.kind not in ("forward", "rebalance", "broadcast"):
+            raise ApiUsageError(f"{name.lower()} is not available on a columnar stream (Arrow batches): use "
+                                "rebalance(), or key_by(column) to route rows by a column's value.")
         t = Transformation("partition", name, [self._transformation], partitioner=partitioner,
                            output_type=self.get_type(), environment=self._env, schema=self.get_schema())
         return DataStream(self._env, t)
@@ -298,6 +303,43 @@ class DataStream(_Named):
         ('Rebalance', LONG)
         """
         return self._repartition(REBALANCE, "Rebalance")
+
+    def rescale(self) -> "DataStream":
+        """Distribute records round-robin over a subset of the next operator's subtasks: at parallelism 2
+        into 4, producer 0 feeds consumers 0 and 1, producer 1 feeds 2 and 3 (Flink's rescale).
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_sequence(1, 10).rescale().get_name()
+        'Rescale'
+        """
+        return self._repartition(RESCALE, "Rescale")
+
+    def shuffle(self) -> "DataStream":
+        """Send each record to a subtask of the next operator chosen at random.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_sequence(1, 10).shuffle().get_name()
+        'Shuffle'
+        """
+        return self._repartition(SHUFFLE, "Shuffle")
+
+    def partition_custom(self, partitioner: Partitioner | Callable,
+                         key_selector: KeySelector | Callable) -> "DataStream":
+        """Send each record to the subtask ``partitioner`` chooses for its key: ``partition(key, n)`` returns a
+        number in ``[0, n)``, ``n`` being the next operator's parallelism.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> by_parity = env.from_sequence(1, 10).partition_custom(lambda key, n: key % 2 % n, lambda x: x)
+        >>> by_parity.get_name()
+        'Custom Partition'
+        """
+        self._require_records("partition_custom")
+        partition = as_callable(partitioner, Partitioner, "partition_custom")
+        key_of = as_callable(key_selector, KeySelector, "partition_custom")
+        return self._repartition(EdgePartitioner("custom", key_of, partition=partition), "Custom Partition")
 
     def forward(self) -> "DataStream":
         """Send each subtask's records to the same-index subtask of the next operator.

@@ -14,7 +14,7 @@ from collections import deque
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from runtime.errors import KeySelectorError, RecordEncodingError, UnsupportedKeyError
+from runtime.errors import FunctionContractError, KeySelectorError, RecordEncodingError, UnsupportedKeyError
 from runtime.executor.aligner import Alignment, BarrierAligner
 from runtime.executor.snapshotter import OperatorSnapshot, SubtaskSnapshot
 from runtime.gc_pause import gc_paused
@@ -33,7 +33,7 @@ __all__ = ["SubtaskRunner", "SubtaskStatus", "OperatorError"]
 log = logging.getLogger(__name__)
 
 # What the record writer raises about a record itself (its key, its encoding): the emitting operator's failure.
-RECORD_ERRORS = (RecordEncodingError, UnsupportedKeyError, KeySelectorError)
+RECORD_ERRORS = (RecordEncodingError, UnsupportedKeyError, KeySelectorError, FunctionContractError)
 
 
 class OperatorError(Exception):

@@ -39,9 +39,10 @@ __all__ = [
 class Partitioner:
     """How records of an edge are distributed over the consumer's subtasks."""
 
-    kind: str  # "forward" | "rebalance" | "hash" | "broadcast"
+    kind: str  # "forward" | "rebalance" | "rescale" | "shuffle" | "hash" | "custom" | "broadcast"
     key_selector: Callable | None = None
     key_column: str | None = None  # hash partitioning of a columnar edge: by this column's values
+    partition: Callable | None = None  # "custom": (key, number of subtasks) -> the consumer subtask
 
     def __repr__(self) -> str:
         return self.kind.upper()
@@ -49,6 +50,8 @@ class Partitioner:
 
 FORWARD = Partitioner("forward")
 REBALANCE = Partitioner("rebalance")
+RESCALE = Partitioner("rescale")
+SHUFFLE = Partitioner("shuffle")
 BROADCAST = Partitioner("broadcast")
 
 

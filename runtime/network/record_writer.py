@@ -22,11 +22,12 @@ True
 
 from __future__ import annotations
 
+import random
 from typing import Callable
 
 import pyarrow.compute as pc
 
-from runtime.errors import KeySelectorError, UnsupportedKeyError
+from runtime.errors import FunctionContractError, KeySelectorError, UnsupportedKeyError
 from runtime.graph.job_graph import ChainEdge
 from runtime.keys.arrow_key_groups import column_subtasks
 from runtime.keys.canonical import canonical_key
@@ -78,6 +79,11 @@ class EdgeWriter(_ChannelSet):
         self.parallelism = edge.target_parallelism
         self._route: dict = {}
         self._next = producer % max(1, len(self.targets))
+        self.partition = edge.partitioner.partition  # "custom"
+        self._random = random.Random()  # "shuffle": any choice is right, as in Flink (not replayed)
+        producers, consumers = edge.source_parallelism, edge.target_parallelism
+        low = producer * consumers // producers  # "rescale": the consumers this producer feeds (Flink's
+        self._rescaled = range(low, max(low + 1, (producer + 1) * consumers // producers))  # pointwise pattern)
         self.side_tag = edge.side_tag
         self.separate_side_outputs = False  # set when the producer may emit SideOutputRecords
 
@@ -116,6 +122,31 @@ class EdgeWriter(_ChannelSet):
                 raise _key_error(key_of, records, exc) from exc
         elif kind == "forward" or len(buffers) == 1:
             buffers[0].extend(records)
+        elif kind == "shuffle":
+            appenders = [b.append for b in buffers]
+            for r, target in zip(records, self._random.choices(range(len(buffers)), k=len(records))):
+                appenders[target](r)
+        elif kind == "custom":
+            key_of, partition, n = self.key_selector, self.partition, len(buffers)
+            appenders = [b.append for b in buffers]
+            try:
+                for r in records:
+                    target = partition(key_of(r), n)
+                    if not 0 <= target < n:
+                        raise IndexError(target)
+                    appenders[target](r)
+            except Exception as exc:  # off the hot path: say which record and why
+                raise _partition_error(key_of, partition, n, records, exc) from exc
+        elif kind == "rescale":
+            subset = self._rescaled
+            n = len(subset)
+            size = -(-len(records) // n)
+            start = self._next % n
+            for i in range(n):
+                chunk = records[i * size:(i + 1) * size]
+                if chunk:
+                    buffers[subset[(start + i) % n]].extend(chunk)
+            self._next = (start + 1) % n
         elif kind == "rebalance":
             # Contiguous slices, rotating the first target: round-robin per batch keeps the per-record cost
             # at zero while spreading load evenly over time.
@@ -155,6 +186,23 @@ def _key_error(key_of, records: list, error: Exception) -> Exception:
             return UnsupportedKeyError(
                 f"The key_by selector returned {key!r:.200} (a {type(key).__name__}), which cannot be a key: {exc}. "
                 "Return a tuple instead of a list (key_by(lambda r: tuple(...))), a frozenset instead of a set.")
+    return error
+
+
+def _partition_error(key_of, partition, n: int, records: list, error: Exception) -> Exception:
+    """What to raise when ``partition_custom`` failed on ``records``: the user's functions' own exception, or
+    a :class:`FunctionContractError` for a partition outside ``[0, n)``."""
+    for record in records:
+        try:
+            key = key_of(record)
+            target = partition(key, n)
+        except Exception as exc:
+            return KeySelectorError(f"partition_custom's key selector or partitioner raised {type(exc).__name__}: "
+                                    f"{exc} (record: {record!r:.200})")
+        if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < n:
+            return FunctionContractError(
+                f"partition_custom's partitioner returned {target!r} for key {key!r:.200}: a partition must be an "
+                f"int in [0, {n}), {n} being the parallelism of the next operator (use key % num_partitions).")
     return error
 
 

@@ -107,3 +107,33 @@ def test_typed_edges_give_the_same_answer(env):
         .key_by(lambda s: s).map(lambda s: s + "!", output_type=Types.STRING()).sink_to(sink)
     out = env.execute("typed").collected(sink)
     assert collections.Counter(out) == collections.Counter(f"{x % 10}!" for x in range(1, 10_001))
+
+
+class TagWithSubtask(MapFunction):
+    def open(self, runtime_context):
+        self.subtask = runtime_context.get_index_of_this_subtask()
+
+    def map(self, value):
+        return self.subtask, value
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_shuffle_rescale_and_custom_partitioning_deliver_every_record_where_they_say(env, parallelism):
+    from operators import Partitioner
+
+    class ByParity(Partitioner):
+        def partition(self, key, num_partitions):
+            return key % 2 % num_partitions
+
+    env.set_parallelism(parallelism)
+    numbers = env.from_sequence(0, 9_999)
+    shuffled, rescaled, custom = CollectSink("shuffled"), CollectSink("rescaled"), CollectSink("custom")
+    numbers.shuffle().map(lambda x: x * 2).sink_to(shuffled)
+    numbers.rescale().map(lambda x: x + 1).set_parallelism(2 * parallelism).sink_to(rescaled)
+    numbers.partition_custom(ByParity(), lambda x: x).map(TagWithSubtask()).sink_to(custom)
+    result = env.execute("partitionings")
+    assert sorted(result.collected(shuffled)) == [x * 2 for x in range(10_000)]
+    assert sorted(result.collected(rescaled)) == [x + 1 for x in range(10_000)]
+    tagged = result.collected(custom)
+    assert sorted(x for _, x in tagged) == list(range(10_000))
+    assert all(subtask == x % 2 % parallelism for subtask, x in tagged)
