@@ -29,6 +29,7 @@ _EXPORTS = {
     "Types": "runtime.types",
     "Row": "runtime.types",
     "Duration": "runtime.durations",
+    "Configuration": "runtime.configuration",
     "Time": "runtime.durations",
     "OutputTag": "runtime.side_outputs",
     "ChandyError": "runtime.errors",

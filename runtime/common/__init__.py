@@ -7,6 +7,7 @@ LONG
 """
 
 from runtime.checkpoint_config import RestartStrategies
+from runtime.configuration import Configuration
 from runtime.driver.result import JobClient, JobResult, JobStatus
 from runtime.durations import Duration, Time
 from runtime.types import Row, TypeInformation, Types
@@ -14,4 +15,4 @@ from runtime.types import Row, TypeInformation, Types
 JobExecutionResult = JobResult  # PyFlink's name for what a finished job returns
 
 __all__ = ["Types", "TypeInformation", "Row", "RestartStrategies", "JobClient", "JobExecutionResult",
-           "JobStatus", "Duration", "Time"]
+           "JobStatus", "Duration", "Time", "Configuration"]

@@ -17,7 +17,9 @@ from operators.sinks import CollectSink, SinkWriterOperator
 from operators.sources import CollectionSource, SequenceSource, Source, SourceReaderOperator
 from operators.two_phase_commit import TwoPhaseCommitSink
 from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode, RestartStrategies, RestartStrategy
+from runtime.configuration import Configuration
 from runtime.datastream.data_stream import DataStream, positive_int
+from runtime.datastream.flink_options import apply_configuration
 from runtime.driver.coordinator import CheckpointCoordinator
 from runtime.driver.launcher import obtain_spark_session, require_slots
 from runtime.driver.restore_plan import RESTORE_CONF, RESTORE_ENV, RESTORE_JOB_ENV, check_compatible, resolve_restore
@@ -96,9 +98,35 @@ class StreamExecutionEnvironment:
         self._executed: list[str] = []  # names of the jobs execute() launched; their transformations are consumed
 
     @staticmethod
-    def get_execution_environment(spark=None) -> "StreamExecutionEnvironment":
-        """A new environment; ``spark`` pins the SparkSession to use (default: active or new local one)."""
-        return StreamExecutionEnvironment(spark)
+    def get_execution_environment(configuration=None) -> "StreamExecutionEnvironment":
+        """A new environment. ``configuration``: a :class:`~runtime.configuration.Configuration` with Flink's
+        option keys (PyFlink's argument), or a SparkSession to run on (default: the active one, or a new local
+        one).
+
+        >>> from runtime.configuration import Configuration
+        >>> env = StreamExecutionEnvironment.get_execution_environment(
+        ...     Configuration().set_integer("parallelism.default", 3))
+        >>> env.get_parallelism()
+        3
+        """
+        if isinstance(configuration, Configuration):
+            return StreamExecutionEnvironment().configure(configuration)
+        return StreamExecutionEnvironment(configuration)
+
+    def configure(self, configuration: Configuration) -> "StreamExecutionEnvironment":
+        """Apply Flink's option keys in ``configuration``: parallelism, checkpointing, restart strategy, state
+        backend, buffer timeout (see :mod:`runtime.datastream.flink_options`).
+
+        >>> from runtime.configuration import Configuration
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.configure(Configuration().set_string("execution.checkpointing.interval", "1 min"))
+        ... # doctest: +ELLIPSIS
+        <runtime.datastream.stream_execution_environment.StreamExecutionEnvironment object at ...>
+        >>> env.get_checkpoint_interval()
+        60000
+        """
+        apply_configuration(self, configuration)
+        return self
 
     # -- settings -------------------------------------------------------------------------------------
 

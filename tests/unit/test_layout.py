@@ -23,7 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 LAYERS = [
     ("runtime.errors", "runtime.ids", "runtime.types", "runtime.side_outputs", "runtime.gc_pause",
-     "runtime.filesystems", "runtime.checkpoint_config", "runtime.durations"),
+     "runtime.filesystems", "runtime.checkpoint_config", "runtime.durations",
+     "runtime.configuration"),
     ("runtime.keys", "runtime.protocol"),
     ("state_backends",),
     ("operators",),

@@ -1,0 +1,121 @@
+"""Flink's option keys, applied to a :class:`StreamExecutionEnvironment` (``env.configure(config)``).
+
+Keys with a Chandy meaning set what their Flink meaning sets; keys that only concern a JVM cluster
+(``pipeline.jars``, ``taskmanager.*``, ``python.*`` ...) are accepted and have nothing to do here; any other
+key is named in one WARNING, so that a typo does not pass silently (Flink drops unknown keys without a word).
+
+>>> from runtime import StreamExecutionEnvironment
+>>> from runtime.configuration import Configuration
+>>> config = (Configuration().set_string("execution.checkpointing.interval", "30 s")
+...           .set_string("restart-strategy.type", "fixed-delay")
+...           .set_string("restart-strategy.fixed-delay.attempts", "5")
+...           .set_string("restart-strategy.fixed-delay.delay", "2 s"))
+>>> env = StreamExecutionEnvironment.get_execution_environment(config)
+>>> env.get_checkpoint_interval(), env.get_restart_strategy()
+(30000, RestartStrategy(max_attempts=5, delay_ms=2000))
+"""
+
+from __future__ import annotations
+
+import logging
+
+from runtime.checkpoint_config import CheckpointingMode, RestartStrategies
+from runtime.configuration import Configuration, parse_duration_ms
+from runtime.errors import ConfigurationError
+
+__all__ = ["apply_configuration"]
+
+log = logging.getLogger(__name__)
+
+# Settings of a JVM cluster or of PyFlink's Python harness: nothing to set on Spark executors.
+_NOT_APPLICABLE_PREFIXES = ("pipeline.jars", "pipeline.classpaths", "pipeline.name", "taskmanager.", "jobmanager.",
+                            "python.", "rest.", "web.", "metrics.", "env.java", "kubernetes.", "yarn.",
+                            "high-availability", "execution.target", "execution.attached", "classloader.")
+
+
+def _restart(env, config: Configuration) -> None:
+    kind = (config.get_string("restart-strategy.type") or config.get_string("restart-strategy") or "").lower()
+    if kind in ("", "fixed-delay", "fixeddelay", "fixed_delay"):
+        if kind or config.contains_key("restart-strategy.fixed-delay.attempts"):
+            attempts = config.get_integer("restart-strategy.fixed-delay.attempts", 1)
+            delay = parse_duration_ms(config.get_string("restart-strategy.fixed-delay.delay", "1 s"),
+                                      "restart-strategy.fixed-delay.delay")
+            env.set_restart_strategy(RestartStrategies.fixed_delay_restart(attempts, delay))
+    elif kind in ("none", "off", "disable", "no_restart", "norestart"):
+        env.set_restart_strategy(RestartStrategies.no_restart())
+    else:
+        raise ConfigurationError(f"restart-strategy.type = {kind!r}: Chandy has 'fixed-delay' and 'none'.")
+
+
+def _state_backend(env, config: Configuration) -> None:
+    from state_backends.heap import HashMapStateBackend
+
+    kind = (config.get_string("state.backend.type") or config.get_string("state.backend") or "").lower()
+    if kind in ("hashmap", "heap", "filesystem", "jobmanager"):
+        env.set_state_backend(HashMapStateBackend())
+    elif kind == "rocksdb":
+        raise ConfigurationError("state.backend.type = 'rocksdb': the embedded RocksDB backend is not in Chandy "
+                                 "yet; use 'hashmap' (keyed state in the workers' memory).")
+    elif kind:
+        raise ConfigurationError(f"state.backend.type = {kind!r}: Chandy has 'hashmap'.")
+
+
+def _checkpointing(env, config: Configuration) -> None:
+    checkpoints = env.get_checkpoint_config()
+    interval = config.get_string("execution.checkpointing.interval")
+    if interval is not None:
+        env.enable_checkpointing(parse_duration_ms(interval, "execution.checkpointing.interval"))
+    mode = config.get_string("execution.checkpointing.mode")
+    if mode is not None:
+        names = {m.name: m for m in CheckpointingMode}
+        if mode.upper() not in names:
+            raise ConfigurationError(f"execution.checkpointing.mode = {mode!r}: one of {sorted(names)}.")
+        checkpoints.set_checkpointing_mode(names[mode.upper()])
+    durations = {"execution.checkpointing.timeout": checkpoints.set_checkpoint_timeout,
+                 "execution.checkpointing.min-pause": checkpoints.set_min_pause_between_checkpoints}
+    for key, setter in durations.items():
+        if config.contains_key(key):
+            setter(parse_duration_ms(config.get_string(key), key))
+    counts = {"execution.checkpointing.max-concurrent-checkpoints": checkpoints.set_max_concurrent_checkpoints,
+              "execution.checkpointing.tolerable-failed-checkpoints":
+                  checkpoints.set_tolerable_checkpoint_failure_number,
+              "state.checkpoints.num-retained": checkpoints.set_max_retained_checkpoints,
+              "execution.checkpointing.num-retained": checkpoints.set_max_retained_checkpoints}
+    for key, setter in counts.items():
+        if config.contains_key(key):
+            setter(config.get_integer(key))
+    for key in ("state.checkpoints.dir", "execution.checkpointing.dir", "state.checkpoint-storage.dir"):
+        if config.contains_key(key):
+            checkpoints.set_checkpoint_storage(config.get_string(key))
+
+
+_HANDLED = {
+    "parallelism.default", "pipeline.max-parallelism", "execution.buffer-timeout",
+    "execution.buffer-timeout.interval", "restart-strategy", "restart-strategy.type",
+    "restart-strategy.fixed-delay.attempts", "restart-strategy.fixed-delay.delay", "state.backend",
+    "state.backend.type", "execution.checkpointing.interval", "execution.checkpointing.mode",
+    "execution.checkpointing.timeout", "execution.checkpointing.min-pause",
+    "execution.checkpointing.max-concurrent-checkpoints", "execution.checkpointing.tolerable-failed-checkpoints",
+    "state.checkpoints.num-retained", "execution.checkpointing.num-retained", "state.checkpoints.dir",
+    "execution.checkpointing.dir", "state.checkpoint-storage.dir",
+}
+
+
+def apply_configuration(env, config: Configuration) -> None:
+    """Set on ``env`` what ``config``'s Flink keys say; ConfigurationError naming the key for a bad value."""
+    if not isinstance(config, Configuration):
+        raise ConfigurationError(f"configure() expects a Configuration, got {type(config).__name__}")
+    if config.contains_key("parallelism.default"):
+        env.set_parallelism(config.get_integer("parallelism.default"))
+    if config.contains_key("pipeline.max-parallelism"):
+        env.set_max_parallelism(config.get_integer("pipeline.max-parallelism"))
+    for key in ("execution.buffer-timeout", "execution.buffer-timeout.interval"):
+        if config.contains_key(key):
+            env.set_buffer_timeout(parse_duration_ms(config.get_string(key), key))
+    _checkpointing(env, config)
+    _restart(env, config)
+    _state_backend(env, config)
+    unknown = sorted(k for k in config.keys() if k not in _HANDLED and not k.startswith(_NOT_APPLICABLE_PREFIXES))
+    if unknown:
+        log.warning("Configuration keys Chandy does not use (check their spelling if you meant one it does): %s",
+                    ", ".join(unknown))
