@@ -120,6 +120,58 @@ class _Named:
         return self
 
 
+    def disable_chaining(self):
+        """Run this operator on a thread of its own: nothing is chained to it, nor it to anything.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> _ = env.from_sequence(1, 10).map(str).disable_chaining().map(len).print()
+        >>> [[op.name for op in chain.operators] for chain in env.get_job_graph("job").chains]
+        [['Sequence Source'], ['Map'], ['Map', 'Print to Std. Out']]
+        """
+        self._transformation.chaining = "never"
+        return self
+
+    def start_new_chain(self):
+        """Start a new chain at this operator: it is not chained to its input (later ones may chain to it).
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> _ = env.from_sequence(1, 10).map(str).start_new_chain().map(len).print()
+        >>> [[op.name for op in chain.operators] for chain in env.get_job_graph("job").chains]
+        [['Sequence Source'], ['Map', 'Map', 'Print to Std. Out']]
+        """
+        self._transformation.chaining = "head"
+        return self
+
+    def set_description(self, description: str):
+        """A longer description of the operator than its name, for people reading the job graph.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_sequence(1, 10).map(str).set_description("numbers as text").get_description()
+        'numbers as text'
+        """
+        self._transformation.description = str(description)
+        return self
+
+    def get_description(self) -> str | None:
+        return self._transformation.description
+
+    def slot_sharing_group(self, slot_sharing_group: str):
+        """Accepted for PyFlink programs, recorded, and without effect: Chandy runs subtask ``i`` of every
+        operator in Spark task slot ``i`` (one slot sharing group, Flink's default), so a job needs as many
+        slots as its highest parallelism whatever the groups.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_sequence(1, 10).map(str).slot_sharing_group("heavy").get_name()
+        'Map'
+        """
+        self._transformation.slot_sharing_group = str(slot_sharing_group)
+        return self
+
+
 class DataStream(_Named):
     """A stream of records; every method declares a new operator and returns the stream it produces.
 

@@ -95,6 +95,8 @@ class StreamExecutionEnvironment:
         self._checkpoint_config = CheckpointConfig()
         self._restart_strategy: RestartStrategy | None = None
         self._state_backend: StateBackend | None = None
+        self._chaining = True
+        self._python_files: list[str] = []
         self._executed: list[str] = []  # names of the jobs execute() launched; their transformations are consumed
 
     @staticmethod
@@ -193,6 +195,21 @@ class StreamExecutionEnvironment:
     def get_checkpoint_interval(self) -> float | None:
         return self._checkpoint_config.get_checkpoint_interval()
 
+    def disable_operator_chaining(self) -> "StreamExecutionEnvironment":
+        """Run every operator on a thread of its own (records then cross threads between every two operators:
+        slower, but each operator's time shows on its own).
+
+        >>> env = StreamExecutionEnvironment.get_execution_environment().disable_operator_chaining()
+        >>> _ = env.from_sequence(1, 10).map(str).print()
+        >>> len(env.get_job_graph("job").chains), env.is_chaining_enabled()
+        (3, False)
+        """
+        self._chaining = False
+        return self
+
+    def is_chaining_enabled(self) -> bool:
+        return self._chaining
+
     def set_restart_strategy(self, strategy: RestartStrategy) -> "StreamExecutionEnvironment":
         """How a failed job restarts. Default: 3 attempts 1 s apart with checkpointing, else none.
 
@@ -254,6 +271,43 @@ class StreamExecutionEnvironment:
         self._add(t)
         return DataStream(self, t)
 
+    def add_source(self, source_func: Source, source_name: str = "Custom Source",
+                   type_info: TypeInformation | None = None) -> DataStream:
+        """PyFlink's older name for :meth:`from_source` (its ``SourceFunction`` is a Chandy :class:`Source`).
+
+        >>> from operators.sources import SequenceSource
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.add_source(SequenceSource(0, 9), "numbers").get_name()
+        'numbers'
+        """
+        return self.from_source(source_func, source_name, type_info)
+
+    def add_python_file(self, file_path: str) -> "StreamExecutionEnvironment":
+        """Ship a Python file (``.py``, ``.zip``, ``.egg``) to the executors, importable by the job's functions
+        there (``SparkContext.addPyFile`` when the job is launched).
+
+        >>> env = StreamExecutionEnvironment.get_execution_environment().add_python_file("helpers.py")
+        >>> env.get_python_files()
+        ['helpers.py']
+        """
+        self._python_files.append(str(file_path))
+        return self
+
+    def get_python_files(self) -> list[str]:
+        return list(self._python_files)
+
+    def add_jars(self, *jars_path: str) -> "StreamExecutionEnvironment":
+        """Accepted for PyFlink programs, and ignored with a warning: Chandy runs no JVM code of the job, so
+        it needs no jars (a JVM connector's jar has no Chandy counterpart to load).
+
+        >>> env = StreamExecutionEnvironment.get_execution_environment().add_jars("file:///opt/kafka.jar")
+        """
+        log.warning("add_jars(%s) ignored: Chandy runs no JVM code of the job, so it needs no jars.",
+                    ", ".join(jars_path))
+        return self
+
+    add_classpaths = add_jars
+
     def from_collection(self, collection: Iterable, type_info: TypeInformation | None = None) -> DataStream:
         """A bounded stream of the given elements, read by one subtask, in order.
 
@@ -298,7 +352,8 @@ class StreamExecutionEnvironment:
                 f"This environment already launched job '{self._executed[-1]}', and launching a job consumes the "
                 "streams declared for it (as in Flink). Declare the streams again before calling execute() again.")
         return compile_job_graph(self._transformations, job_name, self._parallelism, max_parallelism,
-                                 self._buffer_timeout_ms, self._batch_size, checkpointing, self._state_backend)
+                                 self._buffer_timeout_ms, self._batch_size, checkpointing, self._state_backend,
+                                 self._chaining)
 
     def execute_async(self, job_name: str | None = None, restore_from: int | str | None = None) -> JobClient:
         """Launch the declared job and return at once with a :class:`JobClient`.
@@ -318,6 +373,10 @@ class StreamExecutionEnvironment:
         if config.is_checkpointing_enabled():
             storage.check_writable()
         _check_sources_and_sinks(graph)
+        for path in self._python_files:
+            if "://" not in path and not os.path.exists(path):
+                raise ConfigurationError(f"add_python_file({path!r}): no such file (relative paths are from "
+                                         f"{os.getcwd()}).")
         if not config.is_checkpointing_enabled():
             _warn_about_sinks_that_commit_on_checkpoints(graph)
         # Under spark-submit, the session carries spark.chandy.restoreFrom.
@@ -343,6 +402,8 @@ class StreamExecutionEnvironment:
         self._executed.append(job_name)
         sinks = {node.uid: node.operator.sink for node in graph.operators
                  if isinstance(node.operator, SinkWriterOperator)}
+        for path in self._python_files:  # the executors import the job's functions from these
+            spark.sparkContext.addPyFile(path)
         show_chandy_logs()
         master = JobMaster(graph, spark, sinks, self.get_restart_strategy(), coordinator, restore)
         master.start()

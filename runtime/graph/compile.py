@@ -96,10 +96,11 @@ def _check_every_operator_reaches_a_sink(job_name: str, nodes: list[OperatorNode
 def compile_job_graph(transformations: list[Transformation], job_name: str, default_parallelism: int,
                       max_parallelism: int | None, buffer_timeout_ms: float, batch_size: int,
                       checkpointing: CheckpointSettings | None = None,
-                      state_backend: StateBackend | None = None) -> JobGraph:
+                      state_backend: StateBackend | None = None, chaining: bool = True) -> JobGraph:
     """Validate the declared transformations and build the job graph. Raises :class:`JobGraphError`.
 
-    ``state_backend`` makes every keyed operator's state (default: :class:`HashMapStateBackend`).
+    ``state_backend`` makes every keyed operator's state (default: :class:`HashMapStateBackend`);
+    ``chaining=False`` runs every operator on a thread of its own (``disable_operator_chaining``).
     """
     physical = sorted((t for t in transformations if not t.is_virtual), key=lambda t: t.id)
     if not any(t.kind == "sink" for t in physical):
@@ -127,7 +128,8 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
                                 "uids identify state in checkpoints and must be unique.")
         seen_uids[uid] = t.name
         node = OperatorNode(t.name, uid, parallelism, t.make_operator(t.name), t.output_type,
-                            is_source=t.kind == "source", is_sink=t.kind == "sink", schema=t.schema)
+                            is_source=t.kind == "source", is_sink=t.kind == "sink", schema=t.schema,
+                            chaining=t.chaining if chaining else "never")
         nodes[t.id] = node
         for u, partitioner, side_tag in upstream:
             source = nodes[u.id]
@@ -167,6 +169,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
             edge = node.inputs[0]
             up = edge.source
             if (edge.partitioner.kind == "forward" and up.parallelism == node.parallelism
+                    and node.chaining == "always" and up.chaining != "never"
                     and len(up.outputs) == 1 and not up.is_sink and edge.side_tag is None
                     and not getattr(up.operator, "emits_side_outputs", False)):
                 chain = chain_of[id(up)]

@@ -65,6 +65,7 @@ class OperatorNode:
     is_source: bool
     is_sink: bool
     schema: Any = None  # pyarrow.Schema of a columnar output
+    chaining: str = "always"  # "always" | "head": starts a chain | "never": chained to nothing
     inputs: list["OperatorEdge"] = field(default_factory=list)
     outputs: list["OperatorEdge"] = field(default_factory=list)
 

@@ -39,6 +39,9 @@ class Transformation:
     environment: Any = None
     side_tag: str | None = None  # for "side": the OutputTag id selected from the input
     schema: Any = None  # a pyarrow.Schema when the output is columnar (record batches), else None
+    chaining: str = "always"  # "always" | "head" (start_new_chain) | "never" (disable_chaining)
+    description: str | None = None
+    slot_sharing_group: str | None = None  # recorded; every subtask i runs in slot i whatever its group
     id: int = field(default_factory=lambda: next(_ids))
 
     @property

@@ -137,3 +137,18 @@ def test_shuffle_rescale_and_custom_partitioning_deliver_every_record_where_they
     tagged = result.collected(custom)
     assert sorted(x for _, x in tagged) == list(range(10_000))
     assert all(subtask == x % 2 % parallelism for subtask, x in tagged)
+
+
+def test_a_python_file_added_to_the_environment_is_importable_on_the_executors(env, tmp_path):
+    helpers = tmp_path / "chandy_test_shipped_helpers.py"
+    helpers.write_text("def triple(x):\n    return 3 * x\n")
+    env.set_parallelism(2).add_python_file(str(helpers))
+
+    def triple(x):
+        import chandy_test_shipped_helpers  # on no executor's path unless shipped
+
+        return chandy_test_shipped_helpers.triple(x)
+
+    sink = CollectSink("tripled")
+    env.from_sequence(0, 99).rebalance().map(triple).sink_to(sink)
+    assert sorted(env.execute("shipped").collected(sink)) == [3 * x for x in range(100)]

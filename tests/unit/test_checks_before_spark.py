@@ -76,3 +76,14 @@ def test_a_valid_job_reaches_spark(env, tmp_path):
     with pytest.raises(SparkStarted):
         job(env, storage=str(tmp_path / "ck")).execute("job")
     assert os.path.isdir(tmp_path / "ck"), "the storage was checked by writing to it"
+
+
+def test_a_python_file_that_does_not_exist_fails_before_spark(env, tmp_path):
+    with pytest.raises(ConfigurationError, match=r"add_python_file\(.*no-such-helpers.py'\): no such file"):
+        job(env).add_python_file(str(tmp_path / "no-such-helpers.py")).execute("job")
+
+
+def test_jars_are_accepted_with_a_warning_that_chandy_needs_none(env, caplog):
+    with caplog.at_level(logging.WARNING):
+        env.add_jars("file:///opt/flink-connector-kafka.jar")
+    assert any("needs no jars" in r.getMessage() for r in caplog.records)

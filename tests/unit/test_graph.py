@@ -103,3 +103,13 @@ def test_bad_parallelism_values_fail_at_once():
         env.set_parallelism(0)
     with pytest.raises(ValueError):
         env.from_collection([1]).set_parallelism(2)
+
+
+def test_chaining_controls_split_chains_where_asked():
+    env = make_env()
+    env.from_sequence(0, 5).map(str).start_new_chain().map(len).disable_chaining().map(abs).sink_to(CollectSink("out"))
+    assert [[op.name for op in chain.operators] for chain in env.get_job_graph().chains] == \
+        [["Sequence Source"], ["Map"], ["Map"], ["Map", "Sink: out"]]
+    env = make_env().disable_operator_chaining()
+    env.from_sequence(0, 5).map(str).sink_to(CollectSink())
+    assert len(env.get_job_graph().chains) == 3
