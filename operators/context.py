@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from operators.functions import KeyedProcessFunction, RuntimeContext
 from runtime.errors import StateUsageError
@@ -19,6 +19,7 @@ class SubtaskInfo:
     parallelism: int
     max_parallelism: int
     attempt: int
+    job_parameters: dict = field(default_factory=dict)  # env.get_config().set_global_job_parameters(...)
 
 
 class OperatorListState:
@@ -76,6 +77,9 @@ class StreamingRuntimeContext(RuntimeContext):
 
     def get_attempt_number(self) -> int:
         return self._info.attempt
+
+    def get_job_parameter(self, key: str, default_value: str | None = None) -> str | None:
+        return self._info.job_parameters.get(key, default_value)
 
     def _keyed(self, what: str):
         if self._backend is None:

@@ -60,6 +60,10 @@ class RuntimeContext:
     def get_attempt_number(self) -> int:
         raise NotImplementedError
 
+    def get_job_parameter(self, key: str, default_value: str | None = None) -> str | None:
+        """A global job parameter (``env.get_config().set_global_job_parameters(configuration)``)."""
+        raise NotImplementedError
+
     def get_state(self, state_descriptor):
         raise NotImplementedError
 

@@ -30,6 +30,7 @@ _EXPORTS = {
     "Row": "runtime.types",
     "Duration": "runtime.durations",
     "Configuration": "runtime.configuration",
+    "RuntimeExecutionMode": "runtime.datastream.execution_mode",
     "Time": "runtime.durations",
     "OutputTag": "runtime.side_outputs",
     "ChandyError": "runtime.errors",

@@ -21,11 +21,15 @@ from operators.functions import (
 )
 from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode
 from runtime.datastream.data_stream import CloseableIterator, DataStream, DataStreamSink, KeyedStream
+from runtime.datastream.execution_config import ExecutionConfig
+from runtime.datastream.execution_mode import RuntimeExecutionMode
 from runtime.datastream.stream_execution_environment import StreamExecutionEnvironment
 from runtime.side_outputs import OutputTag
 
 __all__ = [
     "StreamExecutionEnvironment",
+    "RuntimeExecutionMode",
+    "ExecutionConfig",
     "DataStream",
     "KeyedStream",
     "DataStreamSink",

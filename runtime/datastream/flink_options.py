@@ -97,7 +97,8 @@ _HANDLED = {
     "execution.checkpointing.timeout", "execution.checkpointing.min-pause",
     "execution.checkpointing.max-concurrent-checkpoints", "execution.checkpointing.tolerable-failed-checkpoints",
     "state.checkpoints.num-retained", "execution.checkpointing.num-retained", "state.checkpoints.dir",
-    "execution.checkpointing.dir", "state.checkpoint-storage.dir",
+    "execution.checkpointing.dir", "state.checkpoint-storage.dir", "pipeline.auto-watermark-interval",
+    "execution.runtime-mode",
 }
 
 
@@ -112,6 +113,16 @@ def apply_configuration(env, config: Configuration) -> None:
     for key in ("execution.buffer-timeout", "execution.buffer-timeout.interval"):
         if config.contains_key(key):
             env.set_buffer_timeout(parse_duration_ms(config.get_string(key), key))
+    if config.contains_key("pipeline.auto-watermark-interval"):
+        key = "pipeline.auto-watermark-interval"
+        env.get_config().set_auto_watermark_interval(parse_duration_ms(config.get_string(key), key))
+    if config.contains_key("execution.runtime-mode"):
+        from runtime.datastream.execution_mode import RuntimeExecutionMode
+
+        mode = config.get_string("execution.runtime-mode").upper()
+        if mode not in RuntimeExecutionMode.__members__:
+            raise ConfigurationError(f"execution.runtime-mode = {mode!r}: one of STREAMING, BATCH, AUTOMATIC.")
+        env.set_runtime_mode(RuntimeExecutionMode[mode])
     _checkpointing(env, config)
     _restart(env, config)
     _state_backend(env, config)

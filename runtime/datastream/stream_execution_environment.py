@@ -19,6 +19,8 @@ from operators.two_phase_commit import TwoPhaseCommitSink
 from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode, RestartStrategies, RestartStrategy
 from runtime.configuration import Configuration
 from runtime.datastream.data_stream import DataStream, positive_int
+from runtime.datastream.execution_config import ExecutionConfig
+from runtime.datastream.execution_mode import RuntimeExecutionMode
 from runtime.datastream.flink_options import apply_configuration
 from runtime.driver.coordinator import CheckpointCoordinator
 from runtime.driver.launcher import obtain_spark_session, require_slots
@@ -97,6 +99,8 @@ class StreamExecutionEnvironment:
         self._state_backend: StateBackend | None = None
         self._chaining = True
         self._python_files: list[str] = []
+        self._execution_config = ExecutionConfig(self)
+        self._runtime_mode = RuntimeExecutionMode.STREAMING
         self._executed: list[str] = []  # names of the jobs execute() launched; their transformations are consumed
 
     @staticmethod
@@ -194,6 +198,40 @@ class StreamExecutionEnvironment:
 
     def get_checkpoint_interval(self) -> float | None:
         return self._checkpoint_config.get_checkpoint_interval()
+
+    def get_config(self) -> ExecutionConfig:
+        """The execution settings that are not about checkpoints: auto-watermark interval, global job
+        parameters, parallelism (see :class:`~runtime.datastream.execution_config.ExecutionConfig`).
+
+        >>> from runtime.configuration import Configuration
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> params = env.get_config().set_global_job_parameters(Configuration().set_string("region", "eu"))
+        >>> env.get_config().get_global_job_parameters().get_string("region")
+        'eu'
+        """
+        return self._execution_config
+
+    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> "StreamExecutionEnvironment":
+        """``STREAMING`` (the default) or ``AUTOMATIC`` (run as streaming: bounded jobs end with the same
+        result). ``BATCH`` (Flink's batch semantics) is not in Chandy yet, and says so.
+
+        >>> from runtime.datastream.execution_mode import RuntimeExecutionMode
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.set_runtime_mode(RuntimeExecutionMode.AUTOMATIC).get_runtime_mode()
+        <RuntimeExecutionMode.AUTOMATIC: 'AUTOMATIC'>
+        """
+        if not isinstance(execution_mode, RuntimeExecutionMode):
+            raise ConfigurationError(f"set_runtime_mode() expects a RuntimeExecutionMode, got {execution_mode!r}")
+        if execution_mode is RuntimeExecutionMode.BATCH:
+            raise ConfigurationError(
+                "RuntimeExecutionMode.BATCH is not in Chandy yet. Run the job in STREAMING (the default) or "
+                "AUTOMATIC mode: a bounded job ends with the same final result, only without batch mode's "
+                "per-key sorting (a reduce emits every running value, not only the last).")
+        self._runtime_mode = execution_mode
+        return self
+
+    def get_runtime_mode(self) -> RuntimeExecutionMode:
+        return self._runtime_mode
 
     def disable_operator_chaining(self) -> "StreamExecutionEnvironment":
         """Run every operator on a thread of its own (records then cross threads between every two operators:
@@ -353,7 +391,7 @@ class StreamExecutionEnvironment:
                 "streams declared for it (as in Flink). Declare the streams again before calling execute() again.")
         return compile_job_graph(self._transformations, job_name, self._parallelism, max_parallelism,
                                  self._buffer_timeout_ms, self._batch_size, checkpointing, self._state_backend,
-                                 self._chaining)
+                                 self._chaining, self._execution_config.get_global_job_parameters().to_dict())
 
     def execute_async(self, job_name: str | None = None, restore_from: int | str | None = None) -> JobClient:
         """Launch the declared job and return at once with a :class:`JobClient`.

@@ -97,7 +97,8 @@ class SlotRunner:
                 channels = [(edge.id, p) for edge in chain.inputs for p in edge.producers_of(self.slot)]
                 gate = self.gates[chain.index] = InputGate(channels)
             for node in chain.operators:
-                info = SubtaskInfo(node.name, self.slot, chain.parallelism, graph.max_parallelism, self.attempt)
+                info = SubtaskInfo(node.name, self.slot, chain.parallelism, graph.max_parallelism, self.attempt,
+                                   graph.job_parameters)
                 backend = None
                 if getattr(node.operator, "keyed", False):
                     backend = graph.state_backend.create_keyed_state_backend(

@@ -96,7 +96,8 @@ def _check_every_operator_reaches_a_sink(job_name: str, nodes: list[OperatorNode
 def compile_job_graph(transformations: list[Transformation], job_name: str, default_parallelism: int,
                       max_parallelism: int | None, buffer_timeout_ms: float, batch_size: int,
                       checkpointing: CheckpointSettings | None = None,
-                      state_backend: StateBackend | None = None, chaining: bool = True) -> JobGraph:
+                      state_backend: StateBackend | None = None, chaining: bool = True,
+                      job_parameters: dict | None = None) -> JobGraph:
     """Validate the declared transformations and build the job graph. Raises :class:`JobGraphError`.
 
     ``state_backend`` makes every keyed operator's state (default: :class:`HashMapStateBackend`);
@@ -196,4 +197,5 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
             chains[src_chain].outputs.append(chain_edge)
             chains[dst_chain].inputs.append(chain_edge)
     return JobGraph(job_name, chains, edges, max_p, buffer_timeout_ms, batch_size, checkpointing,
-                    state_backend if state_backend is not None else HashMapStateBackend())
+                    state_backend if state_backend is not None else HashMapStateBackend(),
+                    job_parameters=dict(job_parameters or {}))

@@ -153,6 +153,7 @@ class JobGraph:
     checkpointing: CheckpointSettings | None = None
     state_backend: Any = None  # a state_backends.base.StateBackend: makes each keyed operator's state
     columnar_batch_size: int = 65536  # rows per Arrow batch on the columnar path
+    job_parameters: dict = field(default_factory=dict)  # read by functions: RuntimeContext.get_job_parameter
 
     @property
     def slots(self) -> int:

@@ -152,3 +152,21 @@ def test_a_python_file_added_to_the_environment_is_importable_on_the_executors(e
     sink = CollectSink("tripled")
     env.from_sequence(0, 99).rebalance().map(triple).sink_to(sink)
     assert sorted(env.execute("shipped").collected(sink)) == [3 * x for x in range(100)]
+
+
+class ReadsARegion(MapFunction):
+    def open(self, runtime_context):
+        self.region = runtime_context.get_job_parameter("region", "none")
+        self.missing = runtime_context.get_job_parameter("missing", "default")
+
+    def map(self, value):
+        return self.region, self.missing, value
+
+
+def test_global_job_parameters_reach_every_function(env):
+    from runtime.configuration import Configuration
+
+    env.set_parallelism(2).get_config().set_global_job_parameters(Configuration().set_string("region", "eu"))
+    sink = CollectSink("regions")
+    env.from_sequence(0, 9).map(ReadsARegion()).sink_to(sink)
+    assert sorted(env.execute("parameters").collected(sink)) == [("eu", "default", x) for x in range(10)]

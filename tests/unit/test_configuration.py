@@ -19,7 +19,8 @@ def test_flink_keys_configure_parallelism_checkpointing_restarts_and_state():
         "execution.checkpointing.tolerable-failed-checkpoints": "4", "state.checkpoints.num-retained": "5",
         "state.checkpoints.dir": "file:///tmp/chandy-config-test", "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": "7", "restart-strategy.fixed-delay.delay": "3 s",
-        "state.backend.type": "hashmap",
+        "state.backend.type": "hashmap", "pipeline.auto-watermark-interval": "50 ms",
+        "execution.runtime-mode": "AUTOMATIC",
     }.items():
         config.set_string(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(config)
@@ -32,6 +33,8 @@ def test_flink_keys_configure_parallelism_checkpointing_restarts_and_state():
             checkpoints.get_max_retained_checkpoints()) == (2, 4, 5)
     assert checkpoints.get_checkpoint_storage() == "file:///tmp/chandy-config-test"
     assert (env.get_restart_strategy().max_attempts, env.get_restart_strategy().delay_ms) == (7, 3000)
+    assert env.get_config().get_auto_watermark_interval() == 50
+    assert env.get_runtime_mode().name == "AUTOMATIC"
 
 
 def test_no_restart_and_configure_on_an_existing_environment():
@@ -46,6 +49,7 @@ def test_no_restart_and_configure_on_an_existing_environment():
     ("execution.checkpointing.mode", "SOMETIMES", "EXACTLY_ONCE"),
     ("restart-strategy.type", "exponential-delay", "'fixed-delay' and 'none'"),
     ("state.backend.type", "rocksdb", "not in Chandy yet"),
+    ("execution.runtime-mode", "BATCH", "BATCH is not in Chandy yet"),
 ])
 def test_a_bad_value_is_a_configuration_error_naming_the_key(key, value, message):
     with pytest.raises(ConfigurationError, match=message):
