@@ -63,6 +63,10 @@ def _binary_without_copy(payload: bytes) -> pa.Array:
 _GROUP = struct.Struct("<i")
 
 
+def _checksum_text(crc: int) -> str:
+    return f"crc32:{crc:08x}"
+
+
 def _add_to_checksum(crc: int, group: int, payload) -> int:
     return zlib.crc32(payload, zlib.crc32(_GROUP.pack(group), crc))
 
@@ -82,7 +86,7 @@ def checksum(rows) -> str:
     crc = 0
     for group, payload in rows:
         crc = _add_to_checksum(crc, group, payload)
-    return f"crc32:{crc:08x}"
+    return _checksum_text(crc)
 
 
 def _verified_rows(data: bytes, handle: StateHandle) -> tuple[str | None, list]:
@@ -107,8 +111,8 @@ def _verified_rows(data: bytes, handle: StateHandle) -> tuple[str | None, list]:
             rows.append((group, payload))
     except Exception as exc:  # whatever damaged bytes make Arrow raise (ArrowInvalid, OSError, ...)
         return f"is unreadable: {type(exc).__name__}: {exc}", []
-    if handle.checksum is not None and f"crc32:{crc:08x}" != handle.checksum:
-        return (f"does not match the checksum written with it (crc32:{crc:08x}, not {handle.checksum}): it was "
+    if handle.checksum is not None and _checksum_text(crc) != handle.checksum:
+        return (f"does not match the checksum written with it ({_checksum_text(crc)}, not {handle.checksum}): it was "
                 "changed or damaged after the checkpoint"), []
     return None, rows
 
@@ -214,7 +218,7 @@ class CheckpointStorage:
                     crc = _add_to_checksum(crc, group, payload)  # crc32 releases the GIL on large payloads
                     writer.write_batch(pa.RecordBatch.from_arrays(
                         [pa.array([group], pa.int32()), _binary_without_copy(payload)], schema=_SCHEMA))
-        return StateHandle(uid, subtask, relative, self.store.size(path), tuple(groups), f"crc32:{crc:08x}")
+        return StateHandle(uid, subtask, relative, self.store.size(path), tuple(groups), _checksum_text(crc))
 
     def write_metadata(self, checkpoint: CompletedCheckpoint) -> None:
         """Commit ``checkpoint``: write its ``_metadata``, which must not exist yet."""

@@ -96,13 +96,17 @@ class CheckpointCoordinator:
         self.last_completion_ms: float | None = None
         self.attempt: Attempt | None = None  # None: no attempt running, nothing is triggered
         self.control = None
+        self._reset_subtask_progress()
+        self.source_subtasks = frozenset(SubtaskId(c.index, s) for c in graph.chains if c.operators and c.is_source
+                                         for s in range(c.parallelism))
+
+    def _reset_subtask_progress(self) -> None:
+        """What the coordinator knows of the subtasks of one attempt."""
         self.finished_subtasks: set[SubtaskId] = set()
         self.first_finished: str | None = None  # the subtask that finished first, for the warning
         self.warned_stopped = False  # that checkpointing stopped, once per attempt
         self.idle_subtasks: set[SubtaskId] = set()  # source subtasks with nothing to read, still checkpointing
         self.idling_ended = False
-        self.source_subtasks = frozenset(SubtaskId(c.index, s) for c in graph.chains if c.operators and c.is_source
-                                         for s in range(c.parallelism))
 
     def _now_ms(self) -> float:
         return self.clock() * 1000.0
@@ -115,11 +119,7 @@ class CheckpointCoordinator:
             self._abort_all("the job restarted")
             self.attempt = attempt
             self.control = control
-            self.finished_subtasks = set()
-            self.first_finished = None
-            self.warned_stopped = False
-            self.idle_subtasks = set()
-            self.idling_ended = False
+            self._reset_subtask_progress()
             self.last_trigger_ms = self._now_ms()  # first checkpoint one interval after the start
 
     def end_attempt(self, reason: str) -> None:

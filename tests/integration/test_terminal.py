@@ -6,6 +6,7 @@ Each run is a subprocess of its own, as a user's program is (its own SparkContex
 so that the SIGINT reaches every process of the program as a terminal's Ctrl-C does.
 """
 
+import contextlib
 import os
 import re
 import shlex
@@ -45,6 +46,17 @@ JOB = textwrap.dedent(f"""
 """)
 
 
+@contextlib.contextmanager
+def running(arguments, tmp_path, extra_env=None):
+    """The program started as :func:`start` does; its whole process group is killed if it outlives the block."""
+    process, stderr = start(arguments, tmp_path, extra_env)
+    try:
+        yield process, stderr
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
 def start(arguments, tmp_path, extra_env=None):
     environment = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=ROOT)
     environment.pop("PYSPARK_GATEWAY_PORT", None)
@@ -65,16 +77,12 @@ def test_ctrl_c_cancels_prints_how_to_resume_and_the_command_resumes_exactly(tmp
     script.write_text(JOB)
     checkpointed = tmp_path / "checkpointed"
     arguments = [sys.executable, "job.py", str(tmp_path / "ck"), str(checkpointed)]
-    process, stderr = start(arguments, tmp_path)
-    try:
+    with running(arguments, tmp_path) as (process, stderr):
         wait_for(lambda: checkpointed.exists() or process.poll() is not None, timeout=300,
                  what="the job's first completed checkpoint")
         assert process.poll() is None, output(stderr)
         os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         stdout, _ = process.communicate(timeout=300)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
     text = output(stderr)
     assert process.returncode == 130, text[-5000:]
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-5000:]
@@ -91,12 +99,8 @@ def test_ctrl_c_cancels_prints_how_to_resume_and_the_command_resumes_exactly(tmp
 
     # The printed command, as a user would paste it: the job resumes from that checkpoint and ends exactly.
     variables = dict(assignment.split("=", 1) for assignment in command[:2])
-    process, stderr = start(command[2:], tmp_path, variables)
-    try:
+    with running(command[2:], tmp_path, variables) as (process, stderr):
         stdout, _ = process.communicate(timeout=300)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
     text = output(stderr)
     assert process.returncode == 0, text[-5000:]
     assert stdout.strip() == "EXACT", stdout + text[-3000:]
