@@ -7,17 +7,26 @@ An operator runs its function over a whole batch of records at once (``function`
 [2, 4]
 >>> FlatMapOperator("split", None, str.split).process_batch(["to be", "or"])
 ['to', 'be', 'or']
+
+Records keep their event timestamps: a batch with timestamps (:class:`~runtime.protocol.records.TimestampedBatch`)
+gives one, each output record stamped with its input record's timestamp (Flink's semantics):
+
+>>> FlatMapOperator("split", None, str.split).process_batch(TimestampedBatch.of(["to be", "or"], [5, 7]))
+TimestampedBatch(['to', 'be', 'or'], timestamps=[5, 5, 7])
 """
 
 from __future__ import annotations
 
+from itertools import compress
 from typing import Any, Callable, Iterable
 
 from operators.context import KeyedContext
-from operators.functions import ProcessFunction
+from operators.functions import TimeDomain
 from operators.operator import OneInputOperator
+from operators.timers import EVENT_TIMERS, PROCESSING_TIMERS, KeyedTimerService, NonKeyedTimerService, TimerQueue
 from runtime.errors import FunctionContractError
 from runtime.keys.canonical import canonical_key
+from runtime.protocol.records import TimestampedBatch
 from runtime.side_outputs import OutputTag, SideOutputRecord
 
 _PLAIN_KEY_TYPES = frozenset({int, str, bytes, bool, type(None)})  # keys that are their own canonical form
@@ -54,12 +63,18 @@ class MapOperator(OneInputOperator):
 
     def process_batch(self, records: list) -> list:
         call = self.call
-        return [call(r) for r in records]
+        out = [call(r) for r in records]
+        if type(records) is TimestampedBatch:
+            return TimestampedBatch.of(out, records.timestamps)
+        return out
 
 
 class FilterOperator(MapOperator):
     def process_batch(self, records: list) -> list:
         call = self.call
+        if type(records) is TimestampedBatch:
+            keep = [call(r) for r in records]
+            return TimestampedBatch.of(compress(records, keep), list(compress(records.timestamps, keep)))
         return [r for r in records if call(r)]
 
 
@@ -68,6 +83,15 @@ class FlatMapOperator(MapOperator):
         call = self.call
         out: list = []
         extend = out.extend
+        if type(records) is TimestampedBatch:
+            timestamps: list = []
+            for r, t in zip(records, records.timestamps):
+                result = call(r)
+                if result is not None:
+                    before = len(out)
+                    extend(_check_iterable(result, self.name))
+                    timestamps.extend([t] * (len(out) - before))
+            return TimestampedBatch.of(out, timestamps)
         for r in records:
             result = call(r)
             if result is not None:
@@ -75,31 +99,77 @@ class FlatMapOperator(MapOperator):
         return out
 
 
-class _PlainContext(ProcessFunction.Context):
-    pass
+def _run_function(call, records: list, ctx, key_of, set_key, operator_name: str) -> list:
+    """``call(record, ctx)`` for every record, the key set first when ``key_of`` is given; the results
+    flattened, stamped with their input's timestamp when the input has timestamps."""
+    out: list = []
+    extend = out.extend
+    timestamps = records.timestamps if type(records) is TimestampedBatch else None
+    if timestamps is None:
+        ctx.current_timestamp = None
+        for r in records:
+            if key_of is not None:
+                key = key_of(r)
+                set_key(key)
+                ctx.current_key = key
+            result = call(r, ctx)
+            if result is not None:
+                extend(_check_iterable(result, operator_name))
+        return out
+    out_timestamps: list = []
+    for r, t in zip(records, timestamps):
+        if key_of is not None:
+            key = key_of(r)
+            set_key(key)
+            ctx.current_key = key
+        ctx.current_timestamp = t
+        result = call(r, ctx)
+        if result is not None:
+            before = len(out)
+            extend(_check_iterable(result, operator_name))
+            out_timestamps.extend([t] * (len(out) - before))
+    return TimestampedBatch.of(out, out_timestamps) if out else out
+
+
+def _tagged(records: list, side_tags) -> list:
+    if not side_tags:
+        return records
+    tagged = _tag_side_outputs(records, side_tags)
+    return TimestampedBatch.of(tagged, records.timestamps) if type(records) is TimestampedBatch else tagged
 
 
 class ProcessOperator(OneInputOperator):
     def open(self) -> None:
-        self.ctx = _PlainContext()
+        self.ctx = KeyedContext(NonKeyedTimerService(lambda: self.watermark))
         super().open()
 
     def process_batch(self, records: list) -> list:
-        call = self.function.process_element
-        ctx = self.ctx
-        out: list = []
-        extend = out.extend
-        for r in records:
-            result = call(r, ctx)
-            if result is not None:
-                extend(_check_iterable(result, self.name))
-        return _tag_side_outputs(out, self.side_tags) if self.side_tags else out
+        out = _run_function(self.function.process_element, records, self.ctx, None, None, self.name)
+        return _tagged(out, self.side_tags)
 
 
 class KeyedProcessOperator(OneInputOperator):
-    """A KeyedProcessFunction: the key is recomputed here (as Flink does) to scope state."""
+    """A KeyedProcessFunction, with its timers: the key is recomputed here (as Flink does) to scope state.
+
+    >>> from operators.context import SubtaskInfo
+    >>> from operators.functions import KeyedProcessFunction
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> class Alarm(KeyedProcessFunction):   # a timer 10 ms after each record
+    ...     def process_element(self, value, ctx):
+    ...         ctx.timer_service().register_event_time_timer(ctx.timestamp() + 10)
+    ...     def on_timer(self, timestamp, ctx):
+    ...         yield ctx.get_current_key(), timestamp, ctx.time_domain().name
+    >>> op = KeyedProcessOperator("alarm", Alarm(), key_selector=lambda x: x)
+    >>> op.setup(SubtaskInfo("alarm", 0, 1, 128, 0), HeapKeyedStateBackend(128, key_group_range(128, 1, 0)))
+    >>> op.open(); op.process_batch(TimestampedBatch.of(["a", "b"], [100, 105]))
+    []
+    >>> op.process_watermark(112)
+    TimestampedBatch([('a', 110, 'EVENT_TIME')], timestamps=[110])
+    """
 
     keyed = True
+    has_processing_timers = True
 
     def __init__(self, name: str, function: Any, key_selector: Callable):
         super().__init__(name, function)
@@ -107,24 +177,49 @@ class KeyedProcessOperator(OneInputOperator):
 
     def open(self) -> None:
         self.backend = self.runtime_context.keyed_backend
-        self.ctx = KeyedContext()
+        self.event_timers = TimerQueue(self.backend, EVENT_TIMERS)
+        self.processing_timers = TimerQueue(self.backend, PROCESSING_TIMERS)
+        self.ctx = KeyedContext(KeyedTimerService(self))
+        self.on_timer = self.function.on_timer
         super().open()
 
     def process_batch(self, records: list) -> list:
-        call = self.function.process_element
-        key_of = self.key_selector
-        set_key = self.backend.set_current_key
         ctx = self.ctx
+        ctx.domain = None
+        out = _run_function(self.function.process_element, records, ctx, self.key_selector,
+                            self.backend.set_current_key, self.name)
+        return _tagged(out, self.side_tags)
+
+    def _fire(self, due, domain: TimeDomain) -> list:
+        ctx = self.ctx
+        ctx.domain = domain
+        on_timer = self.on_timer
+        event_time = domain is TimeDomain.EVENT_TIME
         out: list = []
-        extend = out.extend
-        for r in records:
-            key = key_of(r)
-            set_key(key)
+        timestamps: list = []
+        for timestamp, key, _ in due:
             ctx.current_key = key
-            result = call(r, ctx)
+            ctx.current_timestamp = timestamp if event_time else None
+            result = on_timer(timestamp, ctx)
             if result is not None:
-                extend(_check_iterable(result, self.name))
-        return _tag_side_outputs(out, self.side_tags) if self.side_tags else out
+                before = len(out)
+                out.extend(_check_iterable(result, self.name))
+                timestamps.extend([timestamp if event_time else None] * (len(out) - before))
+        if not out:
+            return out
+        return _tagged(TimestampedBatch.of(out, timestamps) if event_time else out, self.side_tags)
+
+    def process_watermark(self, watermark: int) -> list:
+        self.watermark = watermark
+        if self.event_timers.next_time() is None:
+            return []
+        return self._fire(self.event_timers.pop_due(watermark), TimeDomain.EVENT_TIME)
+
+    def next_processing_time(self) -> int | None:
+        return self.processing_timers.next_time()
+
+    def on_processing_time(self, now_ms: int) -> list:
+        return self._fire(self.processing_timers.pop_due(now_ms), TimeDomain.PROCESSING_TIME)
 
 
 class KeyedReduceOperator(OneInputOperator):
@@ -175,4 +270,6 @@ class KeyedReduceOperator(OneInputOperator):
             current[key] = value
             append(value)
         self.backend.put_many(self.STATE_NAME, distinct, [current[key] for key in distinct])
+        if type(records) is TimestampedBatch:
+            return TimestampedBatch.of(out, records.timestamps)
         return out

@@ -102,13 +102,26 @@ class StreamingRuntimeContext(RuntimeContext):
     get_aggregating_state = get_state
 
 
-class KeyedContext(KeyedProcessFunction.Context):
-    """The ``ctx`` of ``process_element`` on a keyed stream."""
+class KeyedContext(KeyedProcessFunction.OnTimerContext):
+    """The ``ctx`` of ``process_element`` and ``on_timer`` on a keyed stream (and, without a key, of a
+    ``ProcessFunction``): the operator sets its fields before each call, cheaper than asking the backend."""
 
-    __slots__ = ("current_key",)
+    __slots__ = ("current_key", "current_timestamp", "service", "domain")
 
-    def __init__(self):
-        self.current_key = None  # set by the operator before each call: cheaper than asking the backend
+    def __init__(self, service=None):
+        self.current_key = None
+        self.current_timestamp = None
+        self.service = service
+        self.domain = None
 
     def get_current_key(self):
         return self.current_key
+
+    def timestamp(self):
+        return self.current_timestamp
+
+    def timer_service(self):
+        return self.service
+
+    def time_domain(self):
+        return self.domain

@@ -39,6 +39,7 @@ from fsspec.implementations.local import LocalFileSystem
 from operators.two_phase_commit import RecoveredState, TransactionContext, TransactionStatus, TwoPhaseCommitSink
 from runtime.errors import ConfigurationError, OutputCommitError, OutputUnreachableError
 from runtime.filesystems import filesystem_for
+from runtime.types import Row
 
 __all__ = ["FileSink", "FileTransaction"]
 
@@ -169,10 +170,10 @@ class FileSink(TwoPhaseCommitSink):
 
     def _encode(self, records: list) -> bytes:
         if self.format == "jsonl":
-            return "".join(json.dumps(r, default=str) + "\n" for r in records).encode()
+            return "".join(json.dumps(r, default=_json_value) + "\n" for r in records).encode()
         if self.format == "csv":
             buffer = io.StringIO()
-            csv.writer(buffer).writerows(r if isinstance(r, (list, tuple)) else [r] for r in records)
+            csv.writer(buffer).writerows(r if isinstance(r, (list, tuple, Row)) else [r] for r in records)
             return buffer.getvalue().encode()
         return "".join(f"{r}\n" for r in records).encode()
 
@@ -267,6 +268,13 @@ class FileSink(TwoPhaseCommitSink):
                     for line in f.read().decode().splitlines():
                         records.append(json.loads(line) if self.format == "jsonl" else line)
         return records
+
+
+def _json_value(value):
+    """What JSON cannot hold as it is: a named Row as an object, a positional one as an array, else its str."""
+    if isinstance(value, Row):
+        return value.as_dict() if value._fields is not None else list(value)
+    return str(value)
 
 
 def _part_order(name: str) -> tuple:

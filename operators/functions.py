@@ -13,6 +13,7 @@ or ``yield`` records.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any, Iterable
 
 from runtime.errors import ApiUsageError
@@ -27,6 +28,8 @@ __all__ = [
     "KeySelector",
     "ProcessFunction",
     "KeyedProcessFunction",
+    "TimerService",
+    "TimeDomain",
     "as_callable",
     "Partitioner",
 ]
@@ -173,8 +176,55 @@ class KeySelector(Function):
         raise NotImplementedError
 
 
+class TimeDomain(Enum):
+    """Which clock a timer follows (``ctx.time_domain()`` in ``on_timer``).
+
+    >>> TimeDomain.EVENT_TIME.name
+    'EVENT_TIME'
+    """
+
+    EVENT_TIME = 0
+    PROCESSING_TIME = 1
+
+
+class TimerService:
+    """Time and timers, from ``ctx.timer_service()`` (PyFlink's ``TimerService``).
+
+    Timers belong to the current key and are checkpointed with its state; registering the same time twice
+    for a key keeps one timer. Only keyed functions may register timers.
+
+    >>> from operators.timers import NonKeyedTimerService
+    >>> service = NonKeyedTimerService(lambda: 1_000)
+    >>> isinstance(service.current_processing_time(), int), service.current_watermark()
+    (True, 1000)
+    """
+
+    def current_processing_time(self) -> int:
+        """The wall clock, epoch milliseconds."""
+        raise NotImplementedError
+
+    def current_watermark(self) -> int:
+        """The operator's input watermark (``-2**63`` before the first one)."""
+        raise NotImplementedError
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        raise NotImplementedError
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        raise NotImplementedError
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        raise NotImplementedError
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        raise NotImplementedError
+
+
 class ProcessFunction(Function):
     """A function over every record of a (non-keyed) stream.
+
+    ``ctx.timestamp()`` is the record's event timestamp (None without event time); ``ctx.timer_service()``
+    tells the time (timers need a keyed stream and a :class:`KeyedProcessFunction`).
 
     >>> class Positive(ProcessFunction):
     ...     def process_element(self, value, ctx):
@@ -186,14 +236,23 @@ class ProcessFunction(Function):
 
     class Context:
         def timestamp(self) -> int | None:
+            """The event timestamp of the record being processed (ms), or None if it has none."""
             return None
+
+        def timer_service(self) -> TimerService:
+            raise NotImplementedError
 
     def process_element(self, value: Any, ctx: "ProcessFunction.Context") -> Iterable[Any] | None:
         raise NotImplementedError
 
 
 class KeyedProcessFunction(Function):
-    """A function over every record of a ``KeyedStream``, with state scoped to the record's key.
+    """A function over every record of a ``KeyedStream``, with state and timers scoped to the record's key.
+
+    ``on_timer(timestamp, ctx)`` is called when a timer registered through ``ctx.timer_service()`` fires:
+    event-time timers once the input watermark reaches their time (in time order, at most once each, and a
+    timer may register new ones), processing-time timers once the wall clock does, also after a restart if
+    they fell due meanwhile. Records emitted by an event-time timer carry its time as their timestamp.
 
     >>> from state_backends import ValueStateDescriptor
     >>> class CountPerKey(KeyedProcessFunction):
@@ -213,8 +272,16 @@ class KeyedProcessFunction(Function):
         def get_current_key(self) -> Any:
             raise NotImplementedError
 
+    class OnTimerContext(Context):
+        def time_domain(self) -> TimeDomain:
+            """Whether the firing timer is an event-time or a processing-time timer."""
+            raise NotImplementedError
+
     def process_element(self, value: Any, ctx: "KeyedProcessFunction.Context") -> Iterable[Any] | None:
         raise NotImplementedError
+
+    def on_timer(self, timestamp: int, ctx: "KeyedProcessFunction.OnTimerContext") -> Iterable[Any] | None:
+        """A timer of the current key fired at ``timestamp``: return or yield records to emit."""
 
 
 class Partitioner(Function):

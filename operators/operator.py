@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from operators.context import StreamingRuntimeContext, SubtaskInfo
+from runtime.protocol.events import MIN_WATERMARK
 
 __all__ = ["StreamOperator", "OneInputOperator", "SourceOperator", "SinkOperator"]
 
@@ -21,6 +22,11 @@ class StreamOperator:
     emits_side_outputs = False  # whether its output may hold SideOutputRecords (then it ends its chain)
 
     USER_STATE_PREFIX = "user:"
+    # Makes the stream's watermarks itself (assign_timestamps_and_watermarks): watermarks from upstream stop
+    # here, except the final one at the end of input.
+    generates_watermarks = False
+    has_processing_timers = False  # the subtask asks next_processing_time() and calls on_processing_time()
+    watermark = MIN_WATERMARK  # the operator's input watermark, set by process_watermark
 
     def __init__(self, name: str, function: Any = None):
         self.name = name
@@ -45,6 +51,20 @@ class StreamOperator:
         opener = getattr(self.function, "open", None)
         if opener is not None and callable(opener):
             opener(self.runtime_context)
+
+    def process_watermark(self, watermark: int) -> list:
+        """The input watermark advanced to ``watermark``: fire what is due and return the records to emit
+        before the watermark goes on downstream."""
+        self.watermark = watermark
+        return []
+
+    def next_processing_time(self) -> int | None:
+        """When the earliest processing-time timer falls due (epoch ms), if there is one."""
+        return None
+
+    def on_processing_time(self, now_ms: int) -> list:
+        """Fire the processing-time timers due at ``now_ms``; return the records they emit."""
+        return []
 
     def finish(self) -> list:
         """End of input: records still to emit (none for most operators)."""

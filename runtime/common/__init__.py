@@ -6,13 +6,15 @@ status.
 LONG
 """
 
+from operators.watermark_strategy import TimestampAssigner, WatermarkGenerator, WatermarkOutput, WatermarkStrategy
 from runtime.checkpoint_config import RestartStrategies
 from runtime.configuration import Configuration
 from runtime.driver.result import JobClient, JobResult, JobStatus
 from runtime.durations import Duration, Time
-from runtime.types import Row, TypeInformation, Types
+from runtime.types import Row, RowKind, TypeInformation, Types
 
 JobExecutionResult = JobResult  # PyFlink's name for what a finished job returns
 
-__all__ = ["Types", "TypeInformation", "Row", "RestartStrategies", "JobClient", "JobExecutionResult",
-           "JobStatus", "Duration", "Time", "Configuration"]
+__all__ = ["Types", "TypeInformation", "Row", "RowKind", "RestartStrategies", "JobClient", "JobExecutionResult",
+           "JobStatus", "Duration", "Time", "Configuration", "WatermarkStrategy", "TimestampAssigner",
+           "WatermarkGenerator", "WatermarkOutput"]

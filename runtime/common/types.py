@@ -1,10 +1,11 @@
-"""PyFlink's ``pyflink.common.types``.
+"""PyFlink's ``pyflink.common.types``: ``Row`` and ``RowKind``.
 
->>> from runtime.common.types import Row
->>> Row.of(["word", "n"], ["spark", 3]).n
-3
+>>> from runtime.common.types import Row, RowKind
+>>> row = Row(word="spark", n=3)
+>>> row.n, row.get_row_kind() is RowKind.INSERT
+(3, True)
 """
 
-from runtime.types import Row
+from runtime.types import Row, RowKind
 
-__all__ = ["Row"]
+__all__ = ["Row", "RowKind"]

@@ -18,12 +18,21 @@ from operators.functions import (
     ProcessFunction,
     ReduceFunction,
     RuntimeContext,
+    TimeDomain,
+    TimerService,
+)
+from operators.window.functions import (
+    AllWindowFunction,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
 )
 from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode
 from runtime.datastream.data_stream import CloseableIterator, DataStream, DataStreamSink, KeyedStream
 from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.execution_mode import RuntimeExecutionMode
 from runtime.datastream.stream_execution_environment import StreamExecutionEnvironment
+from runtime.datastream.windowed_stream import AllWindowedStream, WindowedStream
 from runtime.side_outputs import OutputTag
 
 __all__ = [
@@ -32,6 +41,8 @@ __all__ = [
     "ExecutionConfig",
     "DataStream",
     "KeyedStream",
+    "WindowedStream",
+    "AllWindowedStream",
     "DataStreamSink",
     "CloseableIterator",
     "CheckpointConfig",
@@ -46,4 +57,10 @@ __all__ = [
     "KeySelector",
     "ProcessFunction",
     "KeyedProcessFunction",
+    "TimerService",
+    "TimeDomain",
+    "WindowFunction",
+    "AllWindowFunction",
+    "ProcessWindowFunction",
+    "ProcessAllWindowFunction",
 ]

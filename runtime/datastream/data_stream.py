@@ -43,6 +43,7 @@ from operators.columnar import (
     infer_output_schema,
     running_aggregate_schema,
 )
+from operators.event_time import TimestampsAndWatermarksOperator
 from operators.functions import (
     FilterFunction,
     FlatMapFunction,
@@ -55,6 +56,8 @@ from operators.functions import (
     as_callable,
 )
 from operators.sinks import CollectSink, PrintSink, Sink, SinkWriterOperator
+from operators.watermark_strategy import WatermarkStrategy
+from runtime.datastream.windowed_stream import AllWindowedStream, WindowedStream, count_assigner
 from runtime.errors import ApiUsageError, ConfigurationError
 from runtime.graph.job_graph import BROADCAST, FORWARD, REBALANCE, RESCALE, SHUFFLE
 from runtime.graph.job_graph import Partitioner as EdgePartitioner
@@ -63,6 +66,11 @@ from runtime.side_outputs import OutputTag
 from runtime.types import TypeInformation
 
 __all__ = ["DataStream", "KeyedStream", "DataStreamSink", "CloseableIterator"]
+
+
+def _everything_one_key(record) -> int:
+    """``window_all``'s key: every record in one key group, so one subtask sees them all."""
+    return 0
 
 
 def positive_int(value: int, setting: str) -> int:
@@ -306,9 +314,38 @@ class DataStream(_Named):
             raise ApiUsageError("A KeyedProcessFunction needs a KeyedStream: call key_by(...) before process().")
         if not isinstance(func, ProcessFunction):
             raise ApiUsageError(f"process() expects a ProcessFunction, got {type(func).__name__}")
+        if callable(getattr(func, "on_timer", None)):
+            raise ApiUsageError(
+                f"{type(func).__name__} defines on_timer(), but timers need a keyed stream (a timer belongs to "
+                "a key and is checkpointed with its state): call key_by(...) and make it a KeyedProcessFunction.")
         self._require_records("process")
         return DataStream(self._env, self._then("operator", "Process",
                                                 lambda n: ProcessOperator(n, func), output_type))
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> "DataStream":
+        """Give the records event time: a timestamp each, from the strategy's assigner, and watermarks from its
+        generator, every auto-watermark interval (``env.get_config().set_auto_watermark_interval``). Upstream
+        watermarks stop here (the strategy makes this stream's).
+
+        >>> from runtime import StreamExecutionEnvironment, Duration, WatermarkStrategy
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> events = env.from_collection([("click", 1_000), ("view", 900)])
+        >>> strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(200))
+        ...             .with_timestamp_assigner(lambda event, _: event[1]))
+        >>> events.assign_timestamps_and_watermarks(strategy).get_name()
+        'Timestamps/Watermarks'
+        """
+        return self._assign_watermarks(watermark_strategy, "Timestamps/Watermarks")
+
+    def _assign_watermarks(self, strategy: WatermarkStrategy, name: str) -> "DataStream":
+        if not isinstance(strategy, WatermarkStrategy):
+            raise ApiUsageError(f"assign_timestamps_and_watermarks() expects a WatermarkStrategy, got "
+                                f"{type(strategy).__name__}: e.g. WatermarkStrategy.for_monotonous_timestamps()"
+                                ".with_timestamp_assigner(...)")
+        self._require_records("assign_timestamps_and_watermarks")
+        return DataStream(self._env, self._then("operator", name,
+                                                lambda n: TimestampsAndWatermarksOperator(n, strategy),
+                                                self.get_type()))
 
     def key_by(self, key_selector: KeySelector | Callable, key_type: TypeInformation | None = None) -> "KeyedStream":
         """Partition the stream by key: every record with the same key goes to the same subtask.
@@ -421,6 +458,27 @@ class DataStream(_Named):
         t = Transformation("side", f"SideOutput: {output_tag.tag_id}", [self._transformation],
                            output_type=output_tag.type_info, environment=self._env, side_tag=output_tag.tag_id)
         return DataStream(self._env, t)
+
+    def window_all(self, window_assigner) -> "AllWindowedStream":
+        """All records in windows, evaluated by one subtask (Flink's ``windowAll``): see :class:`AllWindowedStream`.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> from runtime.datastream.window import TumblingEventTimeWindows
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> type(env.from_collection([1]).window_all(TumblingEventTimeWindows.of(1000))).__name__
+        'AllWindowedStream'
+        """
+        return AllWindowedStream(self.key_by(_everything_one_key), window_assigner)
+
+    def count_window_all(self, size: int, slide: int = 0) -> "AllWindowedStream":
+        """Windows of ``size`` records of the whole stream, every ``slide`` records (0: tumbling).
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_collection([1, 2, 3]).count_window_all(2).reduce(lambda a, b: a + b).get_name()
+        'WindowAll(CountTumblingWindowAssigner(2), PurgingTrigger, reduce)'
+        """
+        return AllWindowedStream(self.key_by(_everything_one_key), count_assigner(size, slide))
 
     def union(self, *streams: "DataStream") -> "DataStream":
         """Merge this stream with others of the same kind of record into one stream.
@@ -558,6 +616,28 @@ class KeyedStream(DataStream):
         t = self._then("operator", "Keyed Reduce", lambda n: KeyedReduceOperator(n, func, call, key),
                        self.get_type())
         return DataStream(self._env, t)
+
+    def window(self, window_assigner) -> "WindowedStream":
+        """Cut each key's records into windows: see :class:`WindowedStream`.
+
+        >>> from runtime import StreamExecutionEnvironment, Time
+        >>> from runtime.datastream.window import SlidingEventTimeWindows
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> keyed = env.from_collection([("a", 1)]).key_by(lambda r: r[0])
+        >>> type(keyed.window(SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5)))).__name__
+        'WindowedStream'
+        """
+        return WindowedStream(self, window_assigner)
+
+    def count_window(self, size: int, slide: int = 0) -> "WindowedStream":
+        """Windows of ``size`` records per key, every ``slide`` records once ``size`` arrived (0: tumbling).
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_collection([1, 2]).key_by(lambda x: x % 2).count_window(2).reduce(max).get_name()
+        'Window(CountTumblingWindowAssigner(2), PurgingTrigger, reduce)'
+        """
+        return WindowedStream(self, count_assigner(size, slide))
 
     def process(self, func: KeyedProcessFunction, output_type: TypeInformation | None = None) -> DataStream:
         """Apply a :class:`KeyedProcessFunction`, with state scoped to each record's key."""

@@ -19,6 +19,14 @@ from operators.functions import (
     ProcessFunction,
     ReduceFunction,
     RuntimeContext,
+    TimeDomain,
+    TimerService,
+)
+from operators.window.functions import (
+    AllWindowFunction,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
 )
 from state_backends.descriptors import AggregateFunction
 
@@ -33,5 +41,11 @@ __all__ = [
     "Partitioner",
     "ProcessFunction",
     "KeyedProcessFunction",
+    "TimerService",
+    "TimeDomain",
+    "WindowFunction",
+    "AllWindowFunction",
+    "ProcessWindowFunction",
+    "ProcessAllWindowFunction",
     "AggregateFunction",
 ]

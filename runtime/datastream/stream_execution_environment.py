@@ -16,6 +16,7 @@ from typing import Iterable
 from operators.sinks import CollectSink, SinkWriterOperator
 from operators.sources import CollectionSource, SequenceSource, Source, SourceReaderOperator
 from operators.two_phase_commit import TwoPhaseCommitSink
+from operators.watermark_strategy import WatermarkStrategy
 from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode, RestartStrategies, RestartStrategy
 from runtime.configuration import Configuration
 from runtime.datastream.data_stream import DataStream, positive_int
@@ -292,22 +293,43 @@ class StreamExecutionEnvironment:
     def _add(self, transformation: Transformation) -> None:
         self._transformations.append(transformation)
 
-    def from_source(self, source: Source, source_name: str = "Custom Source",
-                    type_info: TypeInformation | None = None) -> DataStream:
+    def from_source(self, source: Source, watermark_strategy: WatermarkStrategy | str | None = None,
+                    source_name: str | None = None, type_info: TypeInformation | None = None) -> DataStream:
         """A stream read from ``source`` (see :class:`operators.sources.Source`).
 
+        PyFlink's form ``from_source(source, watermark_strategy, source_name)`` gives the records event time
+        right at the source; ``from_source(source, source_name)`` reads them without.
+
         >>> from operators.sources import SequenceSource
+        >>> from operators.watermark_strategy import WatermarkStrategy
         >>> env = StreamExecutionEnvironment.get_execution_environment()
         >>> env.from_source(SequenceSource(0, 99), "numbers").get_name()
         'numbers'
+        >>> strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda n, _: n)
+        >>> env.from_source(SequenceSource(0, 99), strategy, "numbers").get_name()
+        'numbers: Timestamps/Watermarks'
         """
         if not isinstance(source, Source):
             raise ApiUsageError(f"from_source() expects a Source, got {type(source).__name__}")
+        strategy = None
+        if isinstance(watermark_strategy, str):  # Chandy's short form: from_source(source, name)
+            if source_name is not None and type_info is None and isinstance(source_name, TypeInformation):
+                type_info = source_name
+            source_name = watermark_strategy
+        elif watermark_strategy is not None:
+            if not isinstance(watermark_strategy, WatermarkStrategy):
+                raise ApiUsageError(f"from_source(source, watermark_strategy, source_name): expected a "
+                                    f"WatermarkStrategy, got {type(watermark_strategy).__name__}")
+            strategy = watermark_strategy
+        source_name = source_name or "Custom Source"
         t = Transformation("source", source_name, [], lambda n: SourceReaderOperator(n, source),
                            output_type=type_info, non_parallel=not source.parallel, environment=self,
                            schema=source.schema)
         self._add(t)
-        return DataStream(self, t)
+        stream = DataStream(self, t)
+        if strategy is not None:
+            stream = stream._assign_watermarks(strategy, f"{source_name}: Timestamps/Watermarks")
+        return stream
 
     def add_source(self, source_func: Source, source_name: str = "Custom Source",
                    type_info: TypeInformation | None = None) -> DataStream:
@@ -391,7 +413,8 @@ class StreamExecutionEnvironment:
                 "streams declared for it (as in Flink). Declare the streams again before calling execute() again.")
         return compile_job_graph(self._transformations, job_name, self._parallelism, max_parallelism,
                                  self._buffer_timeout_ms, self._batch_size, checkpointing, self._state_backend,
-                                 self._chaining, self._execution_config.get_global_job_parameters().to_dict())
+                                 self._chaining, self._execution_config.get_global_job_parameters().to_dict(),
+                                 self._execution_config.get_auto_watermark_interval())
 
     def execute_async(self, job_name: str | None = None, restore_from: int | str | None = None) -> JobClient:
         """Launch the declared job and return at once with a :class:`JobClient`.

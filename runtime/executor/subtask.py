@@ -3,6 +3,12 @@
 A source chain polls its source; any other chain polls its input gate. Checkpoint barriers are aligned here
 (:mod:`runtime.executor.aligner`) and the synchronous part of a snapshot is taken here, on this thread,
 between two batches; the asynchronous part goes to the slot's :class:`~runtime.executor.snapshotter.Snapshotter`.
+
+Time is handled here too, on the same thread, between batches: the input watermark (the minimum over the
+input channels, :mod:`runtime.executor.watermarks`) goes through the chain's operators in order, each firing
+its due event-time timers before the next sees the watermark, then to the output channels; operators that make
+watermarks (``assign_timestamps_and_watermarks``) are asked for them every auto-watermark interval; and
+processing-time timers fire when the wall clock reaches them, never from another thread.
 """
 
 from __future__ import annotations
@@ -14,16 +20,26 @@ from collections import deque
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from operators.timers import processing_time_ms
 from runtime.errors import FunctionContractError, KeySelectorError, RecordEncodingError, UnsupportedKeyError
 from runtime.executor.aligner import Alignment, BarrierAligner
 from runtime.executor.snapshotter import OperatorSnapshot, SubtaskSnapshot
+from runtime.executor.watermarks import InputWatermarks
 from runtime.gc_pause import gc_paused
 from runtime.graph.job_graph import Chain, OperatorNode
 from runtime.ids import CheckpointId
 from runtime.network.channels import Cancelled, InputGate
 from runtime.network.record_writer import RecordWriter
-from runtime.protocol.events import END_OF_INPUT, CheckpointBarrier, EndOfInput
+from runtime.protocol.events import (
+    END_OF_INPUT,
+    MAX_WATERMARK,
+    CheckpointBarrier,
+    EndOfInput,
+    Watermark,
+    WatermarkStatus,
+)
 from runtime.protocol.messages import FailurePhase, SubtaskFinished, SubtaskIdle
+from runtime.protocol.records import TimestampedBatch
 
 if TYPE_CHECKING:
     from runtime.executor.slot import SlotRunner
@@ -75,6 +91,12 @@ class SubtaskRunner:
         self.aligner = None
         if gate is not None and checkpointing is not None:
             self.aligner = BarrierAligner(len(gate), checkpointing.exactly_once)
+        self.watermarks = InputWatermarks(len(gate)) if gate is not None else None
+        self.sent_idle = False  # whether this subtask told its consumers that it is idle
+        interval_ms = slot.graph.auto_watermark_interval_ms
+        self.generators = [(i, op) for i, op in enumerate(self.operators) if op.generates_watermarks]
+        self.watermark_interval = interval_ms / 1000.0 if self.generators and interval_ms > 0 else None
+        self.timer_operators = [(i, op) for i, op in enumerate(self.operators) if op.has_processing_timers]
 
     def _call(self, index: int, method: str, *args):
         try:
@@ -140,16 +162,22 @@ class SubtaskRunner:
         poll_size = min(self.batch_size, 64)  # grows to batch_size within a few iterations if the chain is fast
         polled = False
         columnar = self.chain.is_columnar_source
+        interval = self.watermark_interval
+        next_watermarks = time.monotonic() + interval if interval is not None else float("inf")
         while not stopped.is_set():
             if triggers:
                 self._checkpoint(triggers.popleft(), 0.0)
             if notifications:
                 self._notify(notifications.popleft())
             started = time.monotonic()
+            if started >= next_watermarks:
+                self._periodic_watermarks(started)
+                next_watermarks = started + interval
             batch = self._call(0, "poll", poll_size)
             if batch is None:
                 if not polled and self.slot.graph.checkpointing is not None:
                     self._idle()  # nothing to read at all: finishing now would stop every checkpoint
+                self._advance_watermark(MAX_WATERMARK, 1)  # the end of a bounded input: every timer fires
                 return
             polled = True
             if batch:
@@ -194,29 +222,106 @@ class SubtaskRunner:
         writer = self.writer
         timeout = self.buffer_timeout
         open_channels = len(gate)
-        next_flush = time.monotonic() + timeout
+        now = time.monotonic()
+        next_flush = now + timeout
+        interval = self.watermark_interval
+        next_watermarks = now + interval if interval is not None else float("inf")
         notifications = self.notifications
         aligner = self.aligner
+        watermarks = self.watermarks
+        timer_operators = self.timer_operators
         while open_channels:
             if notifications:
                 self._notify(notifications.popleft())
-            item = gate.poll(max(0.0005, next_flush - time.monotonic()))
+            wake = min(next_flush, next_watermarks)
+            if timer_operators:
+                wake = min(wake, self._fire_processing_timers(now))
+            item = gate.poll(max(0.0005, wake - time.monotonic()))
             if item is not None:
                 channel, payload = item
-                if type(payload) is list:
+                kind = type(payload)
+                if kind is list or kind is TimestampedBatch:
                     self._push(payload, 0)
-                elif isinstance(payload, CheckpointBarrier):
+                elif kind is Watermark:
+                    advanced = watermarks.on_watermark(channel, payload.timestamp)
+                    if advanced is not None:
+                        self._advance_watermark(advanced, 0)
+                    self._forward_idleness()
+                elif kind is CheckpointBarrier:
                     self._on_alignment(aligner.on_barrier(channel, payload.checkpoint_id), channel,
                                        payload.checkpoint_id)
-                elif isinstance(payload, EndOfInput):
+                elif kind is WatermarkStatus:
+                    if payload.idle:
+                        advanced = watermarks.on_idle(channel)
+                        if advanced is not None:
+                            self._advance_watermark(advanced, 0)
+                    else:
+                        watermarks.on_active(channel)
+                    self._forward_idleness()
+                elif kind is EndOfInput:
                     open_channels -= 1
                     if aligner is not None:
                         pending = aligner.current
                         self._on_alignment(aligner.on_end_of_input(channel), channel, pending)
+                    advanced = watermarks.on_end_of_input(channel)
+                    if advanced is not None:
+                        self._advance_watermark(advanced, 0)
             now = time.monotonic()
+            if now >= next_watermarks:
+                self._periodic_watermarks(now)
+                next_watermarks = now + interval
             if now >= next_flush:
                 writer.flush()
                 next_flush = now + timeout
+
+    # -- time -------------------------------------------------------------------------------------------
+
+    def _advance_watermark(self, watermark: int, start: int) -> None:
+        """Hand ``watermark`` to the operators from ``start`` on, each emitting what its timers fire before the
+        next sees it, then to the output channels. An operator that makes watermarks stops all but the last."""
+        operators = self.operators
+        for i in range(start, len(operators)):
+            if operators[i].generates_watermarks and watermark != MAX_WATERMARK:
+                return
+            fired = self._call(i, "process_watermark", watermark)
+            if fired:
+                self._push(fired, i + 1)
+        self.writer.broadcast_event(Watermark(watermark))
+
+    def _periodic_watermarks(self, now: float) -> None:
+        for index, operator in self.generators:
+            for event in self._call(index, "on_periodic_emit", now):
+                if type(event) is Watermark:
+                    self._advance_watermark(event.timestamp, index + 1)
+                else:
+                    self.writer.broadcast_event(event)
+
+    def _forward_idleness(self) -> None:
+        """Every input channel idle: this subtask is idle for its consumers too, until one speaks again."""
+        idle = self.watermarks.idle
+        if idle != self.sent_idle and not self.generators:
+            self.sent_idle = idle
+            self.writer.broadcast_event(WatermarkStatus.IDLE if idle else WatermarkStatus.ACTIVE)
+
+    def _fire_processing_timers(self, now: float) -> float:
+        """Fire the processing-time timers that are due; returns when (monotonic) the next one is."""
+        wake = float("inf")
+        now_ms = None
+        for index, operator in self.timer_operators:
+            due = operator.next_processing_time()
+            if due is None:
+                continue
+            if now_ms is None:
+                now_ms = processing_time_ms()
+            if due <= now_ms:
+                fired = self._call(index, "on_processing_time", now_ms)
+                if fired:
+                    self._push(fired, index + 1)
+                due = operator.next_processing_time()
+                if due is None:
+                    continue
+            wake = min(wake, now + (due - now_ms) / 1000.0)
+        return wake
 
     def _on_alignment(self, decision: Alignment, channel: int, checkpoint_id: CheckpointId | None) -> None:
         if decision is Alignment.BLOCK:

@@ -97,7 +97,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
                       max_parallelism: int | None, buffer_timeout_ms: float, batch_size: int,
                       checkpointing: CheckpointSettings | None = None,
                       state_backend: StateBackend | None = None, chaining: bool = True,
-                      job_parameters: dict | None = None) -> JobGraph:
+                      job_parameters: dict | None = None, auto_watermark_interval_ms: int = 200) -> JobGraph:
     """Validate the declared transformations and build the job graph. Raises :class:`JobGraphError`.
 
     ``state_backend`` makes every keyed operator's state (default: :class:`HashMapStateBackend`);
@@ -198,4 +198,5 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
             chains[dst_chain].inputs.append(chain_edge)
     return JobGraph(job_name, chains, edges, max_p, buffer_timeout_ms, batch_size, checkpointing,
                     state_backend if state_backend is not None else HashMapStateBackend(),
-                    job_parameters=dict(job_parameters or {}))
+                    job_parameters=dict(job_parameters or {}),
+                    auto_watermark_interval_ms=auto_watermark_interval_ms)

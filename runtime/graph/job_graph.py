@@ -154,6 +154,7 @@ class JobGraph:
     state_backend: Any = None  # a state_backends.base.StateBackend: makes each keyed operator's state
     columnar_batch_size: int = 65536  # rows per Arrow batch on the columnar path
     job_parameters: dict = field(default_factory=dict)  # read by functions: RuntimeContext.get_job_parameter
+    auto_watermark_interval_ms: int = 200  # how often watermark-making operators are asked (0: never)
 
     @property
     def slots(self) -> int:

@@ -22,6 +22,7 @@ import struct
 import zlib
 
 from runtime.errors import UnsupportedKeyError
+from runtime.types import Row
 
 __all__ = ["stable_hash"]
 
@@ -59,7 +60,7 @@ def stable_hash(key) -> int:
     """Return a deterministic unsigned 32-bit hash of ``key``.
 
     Supported keys: ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, tuples of supported keys,
-    frozen dataclasses, enums, ``datetime``/``date``/``time``, ``Decimal``.
+    frozen dataclasses, enums, ``datetime``/``date``/``time``, ``Decimal``, :class:`~runtime.types.Row`.
 
     >>> stable_hash("user-42") == stable_hash("user-42")
     True
@@ -89,6 +90,8 @@ def stable_hash(key) -> int:
         return _hash_float(float(key))
     if isinstance(key, tuple):  # namedtuples
         return _combine(key)
+    if kind is Row:  # hashed by its values, as Row.__hash__ does
+        return _combine(tuple(key))
     if isinstance(key, (datetime.datetime, datetime.date, datetime.time)):
         return zlib.crc32(b"t" + key.isoformat().encode())
     if isinstance(key, decimal.Decimal):

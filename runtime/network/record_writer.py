@@ -4,6 +4,9 @@ Records are appended to one buffer per channel; a buffer is sent when it reaches
 when the subtask calls :meth:`RecordWriter.flush` (it does so every buffer timeout, and before an event).
 Only the subtask's own thread touches a writer, so there are no locks here.
 
+Batches with event timestamps (:class:`~runtime.protocol.records.TimestampedBatch`) keep them: once an edge has
+seen one, its buffers are timestamped batches too, a record without a timestamp holding None in its place.
+
 Columnar edges (Arrow record batches) have their own writer: a batch is split by target with Arrow kernels,
 never row by row, and buffers count rows rather than batches.
 
@@ -34,6 +37,7 @@ from runtime.keys.canonical import canonical_key
 from runtime.keys.key_groups import assign_to_key_group
 from runtime.keys.stable_hash import stable_hash
 from runtime.protocol.events import Event
+from runtime.protocol.records import TimestampedBatch
 from runtime.side_outputs import SideOutputRecord
 
 __all__ = ["EdgeWriter", "ColumnarEdgeWriter", "RecordWriter"]
@@ -46,12 +50,16 @@ class _ChannelSet:
 
     buffers: list[list]
     channels: list
+    stamped = False  # the buffers are TimestampedBatches (the edge has carried timestamps)
+
+    def _new_buffer(self) -> list:
+        return TimestampedBatch.of([], []) if self.stamped else []
 
     def flush(self) -> None:
         for i, buffer in enumerate(self.buffers):
             if buffer:
                 self.channels[i].send(buffer)
-                self.buffers[i] = []
+                self.buffers[i] = self._new_buffer()
 
     def broadcast_event(self, event: Event) -> None:
         self.flush()
@@ -99,13 +107,12 @@ class EdgeWriter(_ChannelSet):
 
     def emit(self, records: list) -> None:
         if self.separate_side_outputs:
-            if self.side_tag is None:
-                records = [r for r in records if type(r) is not SideOutputRecord]
-            else:
-                tag = self.side_tag
-                records = [r.value for r in records if type(r) is SideOutputRecord and r.tag == tag]
+            records = self._select_side(records)
             if not records:
                 return
+        if type(records) is TimestampedBatch:
+            self._emit_stamped(records, records.timestamps)
+            return
         buffers = self.buffers
         kind = self.kind
         if kind == "hash":
@@ -161,11 +168,84 @@ class EdgeWriter(_ChannelSet):
         else:  # broadcast
             for buffer in buffers:
                 buffer.extend(records)
+        if self.stamped:  # records without timestamps on an edge that has them: None in their place
+            for buffer in buffers:
+                missing = len(buffer) - len(buffer.timestamps)
+                if missing:
+                    buffer.timestamps.extend([None] * missing)
+        self._send_full()
+
+    def _send_full(self) -> None:
         batch_size = self.batch_size
+        buffers = self.buffers
         for i, buffer in enumerate(buffers):
             if len(buffer) >= batch_size:
                 self.channels[i].send(buffer)
-                buffers[i] = []
+                buffers[i] = self._new_buffer()
+
+    def _select_side(self, records: list) -> list:
+        """The records of this edge's output (the main one, or side output ``side_tag``), timestamps kept."""
+        tag = self.side_tag
+        if type(records) is TimestampedBatch:
+            pairs = [(r if tag is None else r.value, t) for r, t in zip(records, records.timestamps)
+                     if (type(r) is not SideOutputRecord if tag is None else
+                         type(r) is SideOutputRecord and r.tag == tag)]
+            return TimestampedBatch.of([p[0] for p in pairs], [p[1] for p in pairs])
+        if tag is None:
+            return [r for r in records if type(r) is not SideOutputRecord]
+        return [r.value for r in records if type(r) is SideOutputRecord and r.tag == tag]
+
+    def _emit_stamped(self, records: list, timestamps: list) -> None:
+        """``emit`` for records with timestamps: each timestamp goes where its record goes."""
+        if not self.stamped:
+            self.stamped = True
+            self.buffers = [TimestampedBatch.of(b, [None] * len(b)) for b in self.buffers]
+        buffers = self.buffers
+        n = len(buffers)
+        kind = self.kind
+        if kind == "forward" or n == 1 or kind == "broadcast":
+            for buffer in (buffers[:1] if kind != "broadcast" else buffers):
+                buffer.extend(records)
+                buffer.timestamps.extend(timestamps)
+        elif kind in ("rebalance", "rescale"):
+            subset = range(n) if kind == "rebalance" else self._rescaled
+            size = -(-len(records) // len(subset))
+            start = self._next % len(subset)
+            for i in range(len(subset)):
+                chunk = slice(i * size, (i + 1) * size)
+                if records[chunk]:
+                    buffer = buffers[subset[(start + i) % len(subset)]]
+                    buffer.extend(records[chunk])
+                    buffer.timestamps.extend(timestamps[chunk])
+            self._next = (start + 1) % len(subset)
+        else:
+            for r, t, target in zip(records, timestamps, self._targets(records)):
+                buffer = buffers[target]
+                buffer.append(r)
+                buffer.timestamps.append(t)
+        self._send_full()
+
+    def _targets(self, records: list) -> list[int]:
+        """The buffer of each record, for the per-record partitionings (hash, shuffle, custom)."""
+        kind, n = self.kind, len(self.buffers)
+        if kind == "shuffle":
+            return self._random.choices(range(n), k=len(records))
+        key_of = self.key_selector
+        if kind == "custom":
+            partition = self.partition
+            try:
+                targets = [partition(key_of(r), n) for r in records]
+                for target in targets:
+                    if not 0 <= target < n:
+                        raise IndexError(target)
+                return targets
+            except Exception as exc:
+                raise _partition_error(key_of, partition, n, records, exc) from exc
+        route, target_of = self._route, self._target_of
+        try:
+            return [route.get(key) if (key := key_of(r)) in route else target_of(key) for r in records]
+        except Exception as exc:
+            raise _key_error(key_of, records, exc) from exc
 
 
 def _key_error(key_of, records: list, error: Exception) -> Exception:

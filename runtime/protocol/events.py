@@ -9,6 +9,8 @@ CheckpointBarrier(checkpoint_id=7)
 Watermark(timestamp=1700000000123)
 >>> event_from_metadata(END_OF_INPUT.to_metadata()) is END_OF_INPUT
 True
+>>> event_from_metadata(WatermarkStatus.IDLE.to_metadata()) is WatermarkStatus.IDLE
+True
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from runtime.errors import ProtocolError
 
 __all__ = ["Event", "EndOfInput", "END_OF_INPUT", "CheckpointBarrier", "Watermark", "MAX_WATERMARK",
-           "MIN_WATERMARK", "event_from_metadata"]
+           "MIN_WATERMARK", "WatermarkStatus", "event_from_metadata"]
 
 _EVENT_KEY = b"chandy.event"
 _CHECKPOINT_KEY = b"chandy.checkpoint"
@@ -67,6 +69,21 @@ class Watermark(Event):
         return {_EVENT_KEY: b"watermark", _TIMESTAMP_KEY: str(self.timestamp).encode()}
 
 
+@dataclass(frozen=True)
+class WatermarkStatus(Event):
+    """Whether the producer of a channel is idle (``WatermarkStrategy.with_idleness``): an idle channel does
+    not hold its consumer's watermark back until it sends a watermark again (Flink's ``WatermarkStatus``)."""
+
+    idle: bool
+
+    def to_metadata(self) -> dict[bytes, bytes]:
+        return {_EVENT_KEY: b"idle" if self.idle else b"active"}
+
+
+WatermarkStatus.IDLE = WatermarkStatus(True)
+WatermarkStatus.ACTIVE = WatermarkStatus(False)
+
+
 def event_from_metadata(metadata) -> Event | None:
     if not metadata:
         return None
@@ -77,6 +94,10 @@ def event_from_metadata(metadata) -> Event | None:
         return CheckpointBarrier(int(metadata[_CHECKPOINT_KEY]))
     if kind == b"watermark":
         return Watermark(int(metadata[_TIMESTAMP_KEY]))
+    if kind == b"idle":
+        return WatermarkStatus.IDLE
+    if kind == b"active":
+        return WatermarkStatus.ACTIVE
     if kind is None:
         return None
     raise ProtocolError(f"Unknown event in a data stream: {kind!r} (are all processes on the same Chandy version?)")
