@@ -138,6 +138,13 @@ def main(argv=None) -> int:
     from benchmarks.snapshot import measure_snapshot
     from benchmarks.spark_baseline import run_jvm_groupby_count, run_python_state_count
     from benchmarks.throughput import run_chandy_reference_job
+    from benchmarks.windows import (
+        reference,
+        run_chandy_window_latency,
+        run_chandy_windowed,
+        run_sss_window_latency,
+        run_sss_windowed,
+    )
 
     steadiness = [cpu_steadiness()]
     # Snapshot costs first, on a quiet machine (after Spark, its JVM's teardown descheduled the measurement).
@@ -181,6 +188,22 @@ def main(argv=None) -> int:
                                500_000 if args.quick else checkpointed["records_per_s"], args.parallelism,
                                interval_s=1 if args.quick else 5)
             for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
+    # the windowed reference job (10 s tumbling event-time count per key) beside SSS's windowed count
+    window_records = 200_000 if args.quick else 5_000_000
+    expected_windows = reference(window_records)
+    window_runs = []
+    for repeat in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="chandy-bench-window-ck-") as checkpoints:
+            window_runs.append(run_chandy_windowed(spark, window_records, args.parallelism, checkpoints,
+                                                   expected_windows))
+    windowed = median_run(window_runs)
+    sss_windowed = run_sss_windowed(spark, rows_per_batch=20_000 if args.quick else 500_000,
+                                    seconds=6 if args.quick else 30)
+    window_latencies = [
+        run_chandy_window_latency(spark, (windowed["records_per_s"] or 100_000) / 2, 3 if args.quick else 10,
+                                  args.parallelism),
+        run_sss_window_latency(spark, (sss_windowed["records_per_s"] or 100_000) / 2, 8 if args.quick else 20),
+    ]
     spark.stop()
     steadiness.append(cpu_steadiness())
 
@@ -223,6 +246,16 @@ def main(argv=None) -> int:
               f"async {row['async_ms']:>8.1f} ms, {row['bytes']:>13,} bytes")
     print(f"recovery after SIGKILL: first record after {recovery['first_record_after_kill_s']} s, full rate "
           f"after {recovery['full_rate_after_kill_s']} s")
+    window_ratio = format_ratio(ratio(windowed["records_per_s"] if windowed["measured"] else None,
+                                      sss_windowed["records_per_s"]))
+    for row in (windowed, sss_windowed):
+        print(f"{row['variant']:42} {format_rate(row):>16} {'':>12} "
+              f"{window_ratio if row is windowed else '1.00x':>11} {'':>10} {row['exact']}")
+    for row in window_latencies:
+        measured = (f"p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, max {row['max_ms']} ms"
+                    if row["measured"] else "measured nothing")
+        print(f"window result after its end {row['variant']:32} at {row['rate']:>9,}/s: {measured}")
+    report["windows"] = {"results": [windowed, sss_windowed], "latency": window_latencies}
     report["checkpoint_overhead"] = overhead
     report["columnar_checkpoint_overhead"] = columnar_overhead
     os.makedirs(args.out, exist_ok=True)
@@ -231,7 +264,7 @@ def main(argv=None) -> int:
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
     print(f"written: {path}")
-    return 0 if results_ok(report["results"]) else 1
+    return 0 if results_ok(report["results"]) and results_ok(report["windows"]["results"]) else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Built-in one-input operators: map, flat_map, filter, process, and keyed process / reduce.
+"""Built-in one-input operators: map, flat_map, filter, process, their keyed variants, and keyed reduce.
 
 An operator runs its function over a whole batch of records at once (``function`` is the user's object,
 ``call`` the plain callable behind it, see :func:`operators.functions.as_callable`):
@@ -21,7 +21,7 @@ from itertools import compress
 from typing import Any, Callable, Iterable
 
 from operators.context import KeyedContext
-from operators.functions import TimeDomain
+from operators.functions import Function, TimeDomain
 from operators.operator import OneInputOperator
 from operators.timers import EVENT_TIMERS, PROCESSING_TIMERS, KeyedTimerService, NonKeyedTimerService, TimerQueue
 from runtime.errors import FunctionContractError
@@ -35,6 +35,10 @@ __all__ = [
     "MapOperator",
     "FlatMapOperator",
     "FilterOperator",
+    "KeyedMapOperator",
+    "KeyedFlatMapOperator",
+    "KeyedFilterOperator",
+    "may_use_keyed_state",
     "ProcessOperator",
     "KeyedProcessOperator",
     "KeyedReduceOperator",
@@ -97,6 +101,121 @@ class FlatMapOperator(MapOperator):
             if result is not None:
                 extend(_check_iterable(result, self.name))
         return out
+
+
+def may_use_keyed_state(function: Any) -> bool:
+    """Whether ``function`` can hold keyed state handles: they come from ``runtime_context.get_state(...)``, and
+    a function sees the runtime context only in ``open``, so only one whose class defines ``open`` (beyond
+    :class:`~operators.functions.Function`'s empty one) can use keyed state.
+
+    >>> from operators.functions import MapFunction
+    >>> class Counting(MapFunction):
+    ...     def open(self, runtime_context): ...
+    ...     def map(self, value): ...
+    >>> may_use_keyed_state(Counting()), may_use_keyed_state(MapFunction()), may_use_keyed_state(len)
+    (True, False, False)
+    """
+    opener = getattr(type(function), "open", None)
+    return callable(opener) and opener is not Function.open
+
+
+def _scoped_to_key(call: Callable, key_of: Callable, set_key: Callable) -> Callable:
+    def scoped(record):
+        set_key(key_of(record))
+        return call(record)
+    return scoped
+
+
+class _KeyScoped:
+    """Makes a map, flat_map or filter operator keyed: the backend's current key is the record's before each call,
+    so state the function declared in ``open`` is the record's key's.
+
+    Wrapping ``call`` rather than writing keyed copies of the batch loops keeps the records and timestamps the
+    unkeyed operator's by construction; the extra Python call per record is small beside the key's lookup.
+    """
+
+    keyed = True
+
+    def __init__(self, name: str, function: Any, call: Callable, key_selector: Callable):
+        super().__init__(name, function, call)
+        self.key_selector = key_selector
+        self.unscoped_call = call  # open() rebinds ``call``: a second open() must not wrap the wrapper
+
+    def open(self) -> None:
+        self.call = _scoped_to_key(self.unscoped_call, self.key_selector,
+                                   self.runtime_context.keyed_backend.set_current_key)
+        super().open()
+
+
+class KeyedMapOperator(_KeyScoped, MapOperator):
+    """``KeyedStream.map`` with a function that may use keyed state: scoped to each record's key.
+
+    >>> from operators.context import SubtaskInfo
+    >>> from operators.functions import MapFunction
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.descriptors import ValueStateDescriptor
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> class Count(MapFunction):   # (word, how many times seen so far)
+    ...     def open(self, runtime_context):
+    ...         self.seen = runtime_context.get_state(ValueStateDescriptor("seen"))
+    ...     def map(self, word):
+    ...         self.seen.update((self.seen.value() or 0) + 1)
+    ...         return word, self.seen.value()
+    >>> count = Count()
+    >>> op = KeyedMapOperator("count", count, count.map, key_selector=lambda word: word)
+    >>> op.setup(SubtaskInfo("count", 0, 1, 128, 0), HeapKeyedStateBackend(128, key_group_range(128, 1, 0)))
+    >>> op.open(); op.process_batch(TimestampedBatch.of(["a", "b", "a"], [5, 6, 7]))
+    TimestampedBatch([('a', 1), ('b', 1), ('a', 2)], timestamps=[5, 6, 7])
+    """
+
+
+class KeyedFlatMapOperator(_KeyScoped, FlatMapOperator):
+    """``KeyedStream.flat_map`` with a function that may use keyed state: scoped to each record's key (a
+    generator's too: the operator drains it before the next record's key is set).
+
+    >>> from operators.context import SubtaskInfo
+    >>> from operators.functions import FlatMapFunction
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.descriptors import ValueStateDescriptor
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> class FirstTwo(FlatMapFunction):   # the first two records of each key, dropping the rest
+    ...     def open(self, runtime_context):
+    ...         self.seen = runtime_context.get_state(ValueStateDescriptor("seen"))
+    ...     def flat_map(self, record):
+    ...         seen = (self.seen.value() or 0) + 1
+    ...         self.seen.update(seen)
+    ...         if seen <= 2:
+    ...             yield record
+    >>> first = FirstTwo()
+    >>> op = KeyedFlatMapOperator("first", first, first.flat_map, key_selector=lambda r: r[0])
+    >>> op.setup(SubtaskInfo("first", 0, 1, 128, 0), HeapKeyedStateBackend(128, key_group_range(128, 1, 0)))
+    >>> op.open(); op.process_batch(["a1", "a2", "b1", "a3", "b2"])
+    ['a1', 'a2', 'b1', 'b2']
+    """
+
+
+class KeyedFilterOperator(_KeyScoped, FilterOperator):
+    """``KeyedStream.filter`` with a function that may use keyed state: scoped to each record's key.
+
+    >>> from operators.context import SubtaskInfo
+    >>> from operators.functions import FilterFunction
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.descriptors import ValueStateDescriptor
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> class Changed(FilterFunction):   # keep a reading only when it differs from its sensor's last one
+    ...     def open(self, runtime_context):
+    ...         self.last = runtime_context.get_state(ValueStateDescriptor("last"))
+    ...     def filter(self, reading):
+    ...         changed = self.last.value() != reading[1]
+    ...         self.last.update(reading[1])
+    ...         return changed
+    >>> changed = Changed()
+    >>> op = KeyedFilterOperator("changed", changed, changed.filter, key_selector=lambda r: r[0])
+    >>> op.setup(SubtaskInfo("changed", 0, 1, 128, 0), HeapKeyedStateBackend(128, key_group_range(128, 1, 0)))
+    >>> op.open(); op.process_batch(TimestampedBatch.of([("s1", 20), ("s2", 20), ("s1", 20), ("s1", 21)],
+    ...                                                 [1, 2, 3, 4]))
+    TimestampedBatch([('s1', 20), ('s2', 20), ('s1', 21)], timestamps=[1, 2, 4])
+    """
 
 
 def _run_function(call, records: list, ctx, key_of, set_key, operator_name: str) -> list:
@@ -232,6 +351,25 @@ class KeyedReduceOperator(OneInputOperator):
     >>> op.setup(SubtaskInfo("sum", 0, 1, 128, 0), HeapKeyedStateBackend(128, key_group_range(128, 1, 0)))
     >>> op.open(); op.process_batch([1, 2, 3, 4])
     [1, 2, 4, 6]
+
+    A ReduceFunction with ``open`` may keep keyed state of its own (not named ``"reduce"``, the operator's):
+    it is the key's of the records being folded.
+
+    >>> from operators.functions import ReduceFunction
+    >>> from state_backends.descriptors import ValueStateDescriptor
+    >>> class Max(ReduceFunction):   # the running max, counting the times it rose
+    ...     def open(self, runtime_context):
+    ...         self.rises = runtime_context.get_state(ValueStateDescriptor("rises"))
+    ...     def reduce(self, a, b):
+    ...         if b[1] <= a[1]:
+    ...             return a
+    ...         self.rises.update((self.rises.value() or 0) + 1)
+    ...         return b[0], b[1], self.rises.value()
+    >>> top = Max()
+    >>> op = KeyedReduceOperator("max", top, top.reduce, key_selector=lambda r: r[0])
+    >>> op.setup(SubtaskInfo("max", 0, 1, 128, 0), HeapKeyedStateBackend(128, key_group_range(128, 1, 0)))
+    >>> op.open(); op.process_batch([("a", 1, 0), ("b", 5, 0), ("a", 3, 0), ("b", 7, 0), ("a", 4, 0)])
+    [('a', 1, 0), ('b', 5, 0), ('a', 3, 1), ('b', 7, 1), ('a', 4, 2)]
     """
 
     keyed = True
@@ -247,6 +385,9 @@ class KeyedReduceOperator(OneInputOperator):
 
         self.backend = self.runtime_context.keyed_backend
         self.backend.get_state(ValueStateDescriptor(self.STATE_NAME))
+        # Only a function with open() can hold state handles; the rest (lambdas, mostly) keep the loop without a
+        # set_current_key per fold, which adds a third to its cost.
+        self.set_key = self.backend.set_current_key if may_use_keyed_state(self.function) else None
         super().open()
 
     def process_batch(self, records: list) -> list:
@@ -264,11 +405,23 @@ class KeyedReduceOperator(OneInputOperator):
         current = dict(zip(distinct, self.backend.get_many(self.STATE_NAME, distinct)))
         out = []
         append = out.append
-        for r, key in zip(records, keys):
-            before = current[key]
-            value = r if before is None else reduce(before, r)
-            current[key] = value
-            append(value)
+        set_key = self.set_key
+        if set_key is None:
+            for r, key in zip(records, keys):
+                before = current[key]
+                value = r if before is None else reduce(before, r)
+                current[key] = value
+                append(value)
+        else:
+            for r, key in zip(records, keys):
+                before = current[key]
+                if before is None:
+                    value = r
+                else:
+                    set_key(key)
+                    value = reduce(before, r)
+                current[key] = value
+                append(value)
         self.backend.put_many(self.STATE_NAME, distinct, [current[key] for key in distinct])
         if type(records) is TimestampedBatch:
             return TimestampedBatch.of(out, records.timestamps)

@@ -21,6 +21,7 @@ True
 from __future__ import annotations
 
 import csv
+import datetime
 import itertools
 import json
 import os
@@ -33,6 +34,7 @@ from operators.sources import Source, SourceReader
 from runtime.errors import ConfigurationError, InputUnreachableError, MalformedRecordError
 from runtime.filesystems import filesystem_for
 from runtime.keys.stable_hash import stable_hash
+from runtime.protocol.records import TimestampedBatch
 from runtime.side_outputs import OutputTag, SideOutputRecord
 
 __all__ = ["FileSource", "MalformedRecord", "MalformedRecordError"]  # the error lives in runtime.errors
@@ -69,10 +71,20 @@ class FileSource(Source):
     >>> reader = FileSource("memory://file-source-doc", format="jsonl").create_reader(0, 1)
     >>> reader.open(None); reader.poll(10), reader.poll(10)
     ([{'n': 1}, {'n': 2}], None)
+
+    ``timestamp_field="ts"`` stamps each record with its event time from that field (epoch milliseconds, an
+    ISO-8601 string, or a datetime, taken as UTC when naive): then ``env.from_source(source, watermark_strategy,
+    name)`` needs no timestamp assigner. A record without a usable timestamp is malformed (``on_malformed``).
+
+    >>> fsspec.filesystem("memory").pipe("/file-source-ts/a.csv", b"ts,user\\n1000,ann\\n2024-01-01T00:00:01,bo\\n")
+    >>> reader = FileSource("memory://file-source-ts", format="csv", timestamp_field="ts").create_reader(0, 1)
+    >>> reader.open(None); reader.poll(10).timestamps
+    [1000, 1704067201000]
     """
 
     def __init__(self, path: str, format: str = "jsonl", continuous: bool = False,
-                 discovery_interval_ms: float = 1000, on_malformed: "str | OutputTag" = "fail"):
+                 discovery_interval_ms: float = 1000, on_malformed: "str | OutputTag" = "fail",
+                 timestamp_field: str | None = None):
         if format not in _FORMATS:
             raise ConfigurationError(f"FileSource format must be one of {_FORMATS}, got {format!r}")
         if not isinstance(on_malformed, OutputTag) and on_malformed not in ("fail", "skip"):
@@ -84,6 +96,10 @@ class FileSource(Source):
         self.bounded = not continuous
         self.discovery_interval_ms = discovery_interval_ms
         self.on_malformed = on_malformed
+        if timestamp_field is not None and format == "text":
+            raise ConfigurationError("FileSource timestamp_field needs records with fields (jsonl, csv or parquet), "
+                                     "not text lines: parse them in a map and use assign_timestamps_and_watermarks.")
+        self.timestamp_field = timestamp_field
 
     def validate(self) -> None:
         """Driver, before launch: the path must be listable (an empty match is fine in continuous mode)."""
@@ -99,6 +115,26 @@ class FileSource(Source):
 
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
         return _FileReader(self, subtask_index, parallelism)
+
+
+def _event_time(value) -> int:
+    """Epoch milliseconds from a number, a numeric or ISO-8601 string, or a datetime (naive: UTC)."""
+    if isinstance(value, bool):
+        raise TypeError("a bool is not a timestamp")
+    if isinstance(value, (int, float)):
+        if value != value:
+            raise ValueError("NaN")
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(float(value))
+        except ValueError:
+            value = datetime.datetime.fromisoformat(value)
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        return int(value.timestamp() * 1000)
+    raise TypeError(f"{type(value).__name__} is not a timestamp")
 
 
 def _list_files(url: str) -> list[str]:
@@ -185,6 +221,38 @@ class _FileReader(SourceReader):
         return itertools.chain(pending, batches)
 
     def poll(self, max_records: int) -> list | None:
+        records = self._poll(max_records)
+        if records and self.source.timestamp_field is not None:
+            return self._stamped(records)
+        return records
+
+    def _stamped(self, records: list) -> TimestampedBatch:
+        field = self.source.timestamp_field
+        kept, timestamps = [], []
+        for record in records:
+            if type(record) is SideOutputRecord:
+                kept.append(record)
+                timestamps.append(None)
+                continue
+            try:
+                timestamps.append(_event_time(record[field]))
+            except (KeyError, TypeError, ValueError) as exc:
+                problem = f"no usable timestamp in field {field!r} ({type(exc).__name__}: {exc})"
+                if self.source.on_malformed == "skip":
+                    self.skipped += 1
+                    continue
+                if isinstance(self.source.on_malformed, OutputTag):
+                    kept.append(SideOutputRecord(self.source.on_malformed.tag_id,
+                                                 MalformedRecord("?", 0, repr(record)[:200], problem)))
+                    timestamps.append(None)
+                    continue
+                raise MalformedRecordError(
+                    f"FileSource {self.source.url}: record {record!r:.200} has {problem}. Fix the input, or pass "
+                    "on_malformed='skip' to FileSource to skip such records.") from exc
+            kept.append(record)
+        return TimestampedBatch.of(kept, timestamps)
+
+    def _poll(self, max_records: int) -> list | None:
         if self.current is None:
             self.current = self._next_file()
             if self.current is None:

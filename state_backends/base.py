@@ -178,6 +178,15 @@ class KeyedStateBackend(ABC):
     def entries(self, state_name: str) -> Iterator[tuple[KeyGroup, Any, Any]]:
         """Every ``(key group, key, value)`` of ``state_name`` on this subtask."""
 
+    @abstractmethod
+    def state_names(self) -> list[str]:
+        """The names of the states that hold entries on this subtask (declared here or restored)."""
+
+    @abstractmethod
+    def drop_state(self, state_name: str) -> None:
+        """Remove state ``state_name`` for every key at once (a window's panes when it is done); snapshots
+        already taken keep it."""
+
     # -- snapshots and restores ------------------------------------------------------------------------
 
     @abstractmethod

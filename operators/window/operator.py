@@ -27,12 +27,14 @@ same calls in the same order): nothing fires or is late while such a batch is ad
 >>> op.setup(SubtaskInfo("count", 0, 1, 128, 0), HeapKeyedStateBackend(128, key_group_range(128, 1, 0)))
 >>> op.open(); op.process_batch(TimestampedBatch.of(["a", "b", "a", "a"], [1, 2, 12, 3]))
 []
->>> op.process_watermark(9)   # [0, 10) fires: its records carry timestamp 9
-TimestampedBatch([('a', 2), ('b', 1)], timestamps=[9, 9])
+>>> fired = op.process_watermark(9)   # [0, 10) fires: its records carry timestamp 9
+>>> sorted(fired), fired.timestamps
+([('a', 2), ('b', 1)], [9, 9])
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 from typing import Any, Callable
 
@@ -51,6 +53,7 @@ from operators.window.merging import MergingWindowSet
 from operators.window.triggers import EventTimeTrigger, Trigger
 from operators.window.windows import TimeWindow
 from runtime.errors import FunctionContractError, StateUsageError
+from runtime.keys.canonical import canonical_key
 from runtime.protocol.events import MAX_WATERMARK
 from runtime.protocol.records import TimestampedBatch
 from runtime.side_outputs import OutputTag, SideOutputRecord
@@ -66,9 +69,15 @@ __all__ = ["WindowOperator", "Reduce", "Aggregate", "Elements"]
 
 log = logging.getLogger(__name__)
 
+_PLAIN_KEY_TYPES = frozenset({int, str, bytes, bool, type(None)})  # keys that are their own canonical form
 _CONTENTS = "window/contents"
+_ALIGNED = "window/aligned/"  # + "<start>/<end>": one value state per window (see _aligned_batch)
 _MISSING = object()
 _MERGING = "window/merging-windows"
+
+
+def _has_entries(backend, state_name: str) -> bool:
+    return state_name in backend.state_names()
 
 
 # -- what a pane holds -------------------------------------------------------------------------------------
@@ -441,6 +450,16 @@ class WindowOperator(OneInputOperator):
         assigner = self.assigner
         self.batch_path = (type(self.trigger) is EventTimeTrigger and self.evictor is None and self.contents.incremental
                            and type(assigner) in (TumblingEventTimeWindows, SlidingEventTimeWindows))
+        self.aligned = self.batch_path and self.allowed_lateness == 0 and not _has_entries(backend, _CONTENTS)
+        self.aligned_windows: dict[int, int] = {}  # start -> end of the windows with panes in the aligned layout
+        self._aligned_ends: list = []  # heap of (end, start)
+        for name in backend.state_names():
+            if name.startswith(_ALIGNED):
+                start, end = (int(part) for part in name[len(_ALIGNED):].split("/"))
+                if self.aligned:
+                    self._open_aligned(start, end)
+                else:  # restored from a job that could use the aligned layout, and this one cannot
+                    self._unalign(name, start, end)
         if self.window_function is not None:
             opener = getattr(self.window_function, "open", None)
             if isinstance(self.window_function, Function) and callable(opener):
@@ -480,6 +499,11 @@ class WindowOperator(OneInputOperator):
         pre = self.pre
         values = records if pre is None else [pre(r) for r in records]
         emitted = _Emitted()
+        if self.aligned:
+            if None in timestamps:
+                raise self._no_timestamp()
+            self._aligned_batch(records, values, timestamps, emitted)
+            return emitted.batch()
         # The batch path only when no record of the batch is behind the watermark: then every window of every
         # record ends after it, and nothing fires or is late while the batch is added.
         if self.batch_path and None not in timestamps and min(timestamps) > self.watermark:
@@ -521,6 +545,120 @@ class WindowOperator(OneInputOperator):
             register(key, end, window)  # EventTimeTrigger's timer
             if lateness and end + lateness < MAX_WATERMARK:
                 register(key, end + lateness, window)  # the cleanup timer, unless it is the trigger's
+
+    # -- the aligned layout: tumbling/sliding event-time windows, default trigger, no lateness
+
+    def _open_aligned(self, start: int, end: int) -> str:
+        name = f"{_ALIGNED}{start}/{end}"
+        if start not in self.aligned_windows:
+            self.backend.get_state(ValueStateDescriptor(name))
+            self.aligned_windows[start] = end
+            heapq.heappush(self._aligned_ends, (end, start))
+        return name
+
+    def _aligned_batch(self, records, values, timestamps, emitted: _Emitted) -> None:
+        """Panes as one value state per window, keyed by the record's key: each window's panes of a batch are
+        read with one ``get_many`` and written with one ``put_many``, folded over the records in their order in
+        between (as record by record). A window whose end the watermark passed is gone: its records are late."""
+        assigner = self.assigner
+        size, offset = assigner.size, assigner.offset
+        slide = getattr(assigner, "slide", size)
+        late_start = self.watermark - size + 1  # a window starting at or before this has ended
+        keys = [self.key_selector(r) for r in records]
+        if not _PLAIN_KEY_TYPES.issuperset(set(map(type, keys))):  # floats or tuples: every NaN is one key
+            keys = [canonical_key(k) for k in keys]
+        if slide == size:
+            starts = [t - (t - offset) % size for t in timestamps]
+            pane_of = list(zip(starts, keys))
+            per_record = None
+        else:
+            pane_of = []
+            per_record = []
+            for key, t in zip(keys, timestamps):
+                mine = [(start, key) for start in range(t - (t - offset) % slide, t - size, -slide)
+                        if start > late_start]
+                per_record.append(mine)
+                pane_of.extend(mine)
+        by_start: dict = {}
+        for start, key in set(pane_of):
+            if start > late_start:
+                by_start.setdefault(start, []).append(key)
+        accumulators: dict = {}
+        get_many = self.backend.get_many
+        for start, window_keys in by_start.items():
+            name = self._open_aligned(start, start + size)
+            accumulators[start] = dict(zip(window_keys, get_many(name, window_keys)))
+        add = self.contents.add
+        if per_record is None:
+            for start, key, value, record, timestamp in zip(starts, keys, values, records, timestamps):
+                panes = accumulators.get(start)
+                if panes is None:
+                    self._late(record, value, timestamp, emitted)
+                else:
+                    panes[key] = add(panes[key], value)
+        else:
+            for mine, value, record, timestamp in zip(per_record, values, records, timestamps):
+                if not mine and timestamp <= self.watermark:
+                    self._late(record, value, timestamp, emitted)
+                for start, key in mine:
+                    panes = accumulators[start]
+                    panes[key] = add(panes[key], value)
+        put_many = self.backend.put_many
+        for start, panes in accumulators.items():
+            put_many(f"{_ALIGNED}{start}/{start + size}", list(panes), list(panes.values()))
+
+    def _late(self, record, value, timestamp, emitted: _Emitted) -> None:
+        if self.late_tag is not None and self.late_tag.tag_id in self.side_tags:
+            emitted.records.append(SideOutputRecord(self.late_tag.tag_id, value))
+            emitted.timestamps.append(timestamp)
+        else:
+            self.late_records_dropped += 1
+
+    def _fire_aligned(self, watermark: int, emitted: _Emitted) -> None:
+        """Every window whose end the watermark passed fires, all keys at once, earliest first, and is dropped
+        (Flink fires the same timers, one per key, in time order)."""
+        ends, backend = self._aligned_ends, self.backend
+        result, call, context = self.contents.result, self.call, self.process_context
+        plain = self.window_function is None
+        set_key = backend.set_current_key
+        while ends and ends[0][0] - 1 <= watermark:
+            end, start = heapq.heappop(ends)
+            del self.aligned_windows[start]
+            name = f"{_ALIGNED}{start}/{end}"
+            window = TimeWindow(start, end)
+            context.window_ = window
+            context.emitted = emitted
+            records, timestamp = emitted.records, end - 1
+            if plain:
+                before = len(records)
+                for _, _, accumulator in backend.entries(name):
+                    records.extend(result(accumulator))
+                emitted.timestamps.extend([timestamp] * (len(records) - before))
+            else:
+                for _, key, accumulator in backend.entries(name):
+                    set_key(key)
+                    self.key = key
+                    emitted.add(call(key, window, result(accumulator), context), timestamp, self.name)
+                    self._clear_function_state(window)
+            backend.drop_state(name)
+
+    def _unalign(self, name: str, start: int, end: int) -> None:
+        """Panes of the aligned layout into the general one, with their timers (a restore into a job whose
+        window now needs the general path: allowed lateness added, say)."""
+        window = TimeWindow(start, end)
+        for _, key, accumulator in list(self.backend.entries(name)):
+            self.backend.set_current_key(key)
+            self.key = key
+            self.panes.put(window, accumulator)
+            self.event_timers.register(key, end - 1, window)
+            self._register_cleanup(window)
+        self.backend.drop_state(name)
+
+    def _clear_function_state(self, window) -> None:
+        clear = getattr(self.window_function, "clear", None)
+        if isinstance(self.window_function, (ProcessWindowFunction, ProcessAllWindowFunction)) and callable(clear):
+            self.process_context.window_ = window
+            clear(self.process_context)
 
     def _no_timestamp(self) -> Exception:
         return FunctionContractError(
@@ -631,9 +769,11 @@ class WindowOperator(OneInputOperator):
 
     def process_watermark(self, watermark: int) -> list:
         self.watermark = watermark
-        if self.event_timers.next_time() is None or self.event_timers.next_time() > watermark:
-            return []
         emitted = _Emitted()
+        if self.aligned_windows:
+            self._fire_aligned(watermark, emitted)
+        if self.event_timers.next_time() is None or self.event_timers.next_time() > watermark:
+            return emitted.batch()
         for timestamp, key, window in self.event_timers.pop_due(watermark):
             self.key = key
             self._on_timer(timestamp, window, emitted, event_time=True)
@@ -679,10 +819,7 @@ class WindowOperator(OneInputOperator):
             self.panes.remove(state_window)
             ctx.window = window
             self.trigger.clear(window, ctx)
-            clear = getattr(self.window_function, "clear", None)
-            if isinstance(self.window_function, (ProcessWindowFunction, ProcessAllWindowFunction)) and callable(clear):
-                self.process_context.window_ = window
-                clear(self.process_context)
+            self._clear_function_state(window)
             if mapping is not None:
                 mapping.retire_window(window)
         if mapping is not None:

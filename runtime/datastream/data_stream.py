@@ -30,10 +30,14 @@ import pyarrow as pa
 from operators.builtins import (
     FilterOperator,
     FlatMapOperator,
+    KeyedFilterOperator,
+    KeyedFlatMapOperator,
+    KeyedMapOperator,
     KeyedProcessOperator,
     KeyedReduceOperator,
     MapOperator,
     ProcessOperator,
+    may_use_keyed_state,
 )
 from operators.columnar import (
     BatchesToRowsOperator,
@@ -551,7 +555,7 @@ class DataStream(_Named):
 
 class KeyedStream(DataStream):
     """A stream partitioned by key; ``reduce`` and ``process`` keep state per key (``count`` and ``sum`` on
-    a columnar stream).
+    a columnar stream), and so may the functions given to ``map``, ``flat_map`` and ``filter``.
 
     >>> from runtime import StreamExecutionEnvironment
     >>> env = StreamExecutionEnvironment.get_execution_environment()
@@ -601,8 +605,92 @@ class KeyedStream(DataStream):
         """
         return self._running_aggregate("sum", column)
 
+    def _scoped_if_stateful(self, func, call: Callable, keyed_operator: type, operator: type) -> Callable:
+        key = self._key_selector
+        if may_use_keyed_state(func):
+            return lambda name: keyed_operator(name, func, call, key)
+        return lambda name: operator(name, func, call)
+
+    def map(self, func: MapFunction | Callable, output_type: TypeInformation | None = None) -> DataStream:
+        """One output record per input record; the function may use keyed state (``runtime_context.get_state``
+        in its ``open``), scoped to each record's key. The output is a plain DataStream, as in PyFlink.
+
+        Setting the current key for every record more than doubles the cost of a cheap map, so only a function
+        whose class defines ``open`` (the one place state handles can be made) runs keyed; any other (a lambda,
+        a MapFunction without ``open``) runs as ``DataStream.map`` does.
+
+        >>> from operators.functions import MapFunction
+        >>> from runtime import StreamExecutionEnvironment
+        >>> from state_backends.descriptors import ValueStateDescriptor
+        >>> class CountingMap(MapFunction):   # (word, times seen so far)
+        ...     def open(self, runtime_context):
+        ...         self.seen = runtime_context.get_state(ValueStateDescriptor("seen"))
+        ...     def map(self, word):
+        ...         self.seen.update((self.seen.value() or 0) + 1)
+        ...         return word, self.seen.value()
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> counts = env.from_collection(["a", "b", "a"]).key_by(lambda w: w).map(CountingMap())
+        >>> type(counts).__name__, counts.get_name()
+        ('DataStream', 'Map')
+        """
+        self._require_records("map")
+        call = as_callable(func, MapFunction, "map")
+        make = self._scoped_if_stateful(func, call, KeyedMapOperator, MapOperator)
+        return DataStream(self._env, self._then("operator", "Map", make, output_type))
+
+    def flat_map(self, func: FlatMapFunction | Callable,
+                 output_type: TypeInformation | None = None) -> DataStream:
+        """Zero or more output records per input record; the function may use keyed state, scoped to each
+        record's key, when its class defines ``open`` (see :meth:`map`).
+
+        >>> from operators.functions import FlatMapFunction
+        >>> from runtime import StreamExecutionEnvironment
+        >>> from state_backends.descriptors import ValueStateDescriptor
+        >>> class FirstOnly(FlatMapFunction):   # each key's first record, once
+        ...     def open(self, runtime_context):
+        ...         self.seen = runtime_context.get_state(ValueStateDescriptor("seen"))
+        ...     def flat_map(self, record):
+        ...         if not self.seen.value():
+        ...             self.seen.update(True)
+        ...             yield record
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> firsts = env.from_collection(["a", "b", "a"]).key_by(lambda w: w).flat_map(FirstOnly())
+        >>> type(firsts).__name__, firsts.get_name()
+        ('DataStream', 'FlatMap')
+        """
+        self._require_records("flat_map")
+        call = as_callable(func, FlatMapFunction, "flat_map")
+        make = self._scoped_if_stateful(func, call, KeyedFlatMapOperator, FlatMapOperator)
+        return DataStream(self._env, self._then("operator", "FlatMap", make, output_type))
+
+    def filter(self, func: FilterFunction | Callable) -> DataStream:
+        """Keep the records for which the function returns true; it may use keyed state, scoped to each
+        record's key, when its class defines ``open`` (see :meth:`map`).
+
+        >>> from operators.functions import FilterFunction
+        >>> from runtime import StreamExecutionEnvironment
+        >>> from state_backends.descriptors import ValueStateDescriptor
+        >>> class Changed(FilterFunction):   # a reading only when its sensor's value changed
+        ...     def open(self, runtime_context):
+        ...         self.last = runtime_context.get_state(ValueStateDescriptor("last"))
+        ...     def filter(self, reading):
+        ...         changed = self.last.value() != reading[1]
+        ...         self.last.update(reading[1])
+        ...         return changed
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> readings = env.from_collection([("s1", 20), ("s1", 20), ("s2", 20)])
+        >>> changes = readings.key_by(lambda r: r[0]).filter(Changed())
+        >>> type(changes).__name__, changes.get_name()
+        ('DataStream', 'Filter')
+        """
+        self._require_records("filter")
+        call = as_callable(func, FilterFunction, "filter")
+        make = self._scoped_if_stateful(func, call, KeyedFilterOperator, FilterOperator)
+        return DataStream(self._env, self._then("operator", "Filter", make, self.get_type()))
+
     def reduce(self, func: ReduceFunction | Callable) -> DataStream:
-        """Rolling reduce: for each record, emit the reduction of all records so far with its key.
+        """Rolling reduce: for each record, emit the reduction of all records so far with its key. A
+        ReduceFunction whose class defines ``open`` may use keyed state, scoped to the key being folded.
 
         >>> from runtime import StreamExecutionEnvironment
         >>> env = StreamExecutionEnvironment.get_execution_environment()

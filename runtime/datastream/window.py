@@ -40,6 +40,12 @@ from operators.window import (
     Window,
     WindowAssigner,
 )
+from operators.window.functions import (
+    AllWindowFunction,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
+)
 
 __all__ = [
     "Window", "TimeWindow", "CountWindow", "GlobalWindow", "WindowAssigner", "MergingWindowAssigner",
@@ -49,5 +55,6 @@ __all__ = [
     "GlobalWindows", "CountTumblingWindowAssigner", "CountSlidingWindowAssigner", "TriggerResult", "Trigger",
     "EventTimeTrigger", "ProcessingTimeTrigger", "CountTrigger", "ContinuousEventTimeTrigger",
     "ContinuousProcessingTimeTrigger", "PurgingTrigger", "NeverTrigger", "TimestampedValue", "Evictor",
-    "CountEvictor", "TimeEvictor",
+    "CountEvictor", "TimeEvictor", "WindowFunction", "AllWindowFunction", "ProcessWindowFunction",
+    "ProcessAllWindowFunction",
 ]

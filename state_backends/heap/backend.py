@@ -135,24 +135,28 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         """The values of ``keys`` (canonical: see :func:`~runtime.keys.canonical.canonical_key`) in value state
         ``state_name`` (None where absent), in one call."""
         groups = self._tables[state_name]
-        group_of = self.key_group_of
+        cached, group_of = self._group_of.get, self.key_group_of  # the cache first: a call less per key
         values = []
         append = values.append
         for key in keys:
-            table = groups.get(group_of(key))
+            group = cached(key)
+            table = groups.get(group if group is not None else group_of(key))
             append(None if table is None else table.get(key))
         return values
 
     def put_many(self, state_name: str, keys: list, values: list) -> None:
         """Set value state ``state_name`` of every key in ``keys`` to the matching entry of ``values``."""
         groups = self._tables[state_name]
-        group_of = self.key_group_of
+        cached, group_of = self._group_of.get, self.key_group_of
         snapshots = self._snapshots
         for key, value in zip(keys, values):
-            group = group_of(key)
-            for snapshot in snapshots:  # copy-on-write: a pending group is captured before it changes
-                if group in snapshot.pending:
-                    snapshot.touch(group)
+            group = cached(key)
+            if group is None:
+                group = group_of(key)
+            if snapshots:
+                for snapshot in snapshots:  # copy-on-write: a pending group is captured before it changes
+                    if group in snapshot.pending:
+                        snapshot.touch(group)
             table = groups.get(group)
             if table is None:
                 table = groups[group] = {}
@@ -184,6 +188,15 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     def keys(self, state_name: str) -> Iterator[Any]:
         for table in self._tables.get(state_name, {}).values():
             yield from table.keys()
+
+    def state_names(self) -> list[str]:
+        return [name for name, groups in self._tables.items() if any(groups.values())]
+
+    def drop_state(self, state_name: str) -> None:
+        # Snapshots hold the group tables themselves, not this mapping: dropping it changes none of them.
+        self._tables.pop(state_name, None)
+        self._states.pop(state_name, None)
+        self._descriptors.pop(state_name, None)
 
     def entries(self, state_name: str) -> Iterator[tuple[int, Any, Any]]:
         """Every ``(key group, key, value)`` of ``state_name`` on this subtask."""

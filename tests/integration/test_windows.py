@@ -15,6 +15,7 @@ from operators import (
     AggregateFunction,
     CollectSink,
     EventTimeSessionWindows,
+    FileSource,
     ProcessAllWindowFunction,
     ProcessWindowFunction,
     SequenceSource,
@@ -25,7 +26,16 @@ from operators import (
     TumblingProcessingTimeWindows,
     WindowFunction,
 )
-from runtime import Duration, OutputTag, RestartStrategies, StreamExecutionEnvironment, Time, WatermarkStrategy
+from runtime import (
+    Duration,
+    JobFailedError,
+    OutputTag,
+    RestartStrategies,
+    StreamExecutionEnvironment,
+    Time,
+    Types,
+    WatermarkStrategy,
+)
 from state_backends.storage import CheckpointStorage
 from tests.integration.chaos import ChaosMap, plan, remaining
 from tests.integration.paced import PacedSource
@@ -268,3 +278,37 @@ def test_late_records_fire_the_window_again_within_the_lateness_and_go_to_the_si
     result = env.execute("lateness")
     assert sorted(result.collected(results)) == [("a", 0, 3), ("a", 2_000, 30), ("a", 5_000, 0), ("b", 1_000, 5)]
     assert sorted(result.collected(late_records)) == [("a", 10, 500), ("b", 20, 1_200)]
+
+
+def test_a_file_source_with_a_timestamp_field_feeds_event_time_windows(env, tmp_path):
+    import json
+
+    rows = [{"user": f"u{i % 3}", "ts": 1_700_000_000_000 + i * 137 % 5_000} for i in range(300)]
+    folder = tmp_path / "events"
+    folder.mkdir()
+    for part in range(3):
+        with open(folder / f"part-{part}.jsonl", "w") as f:
+            f.writelines(json.dumps(row) + "\n" for row in rows[part::3])
+    env.set_parallelism(2)
+    sink = CollectSink("per-user")
+    # The files are read one after another: out of order by up to their whole span (5 s).
+    watermarks = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5))
+    (env.from_source(FileSource(str(folder), timestamp_field="ts"), watermarks, "events")
+     .map(lambda row: (row["user"], 1)).key_by(lambda pair: pair[0])
+     .window(TumblingEventTimeWindows.of(1_000)).reduce(lambda a, b: (a[0], a[1] + b[1]),
+                                                         window_function=WithWindowStart())
+     .sink_to(sink))
+    result = env.execute("file-event-time")
+    expected = collections.Counter((row["user"], row["ts"] // 1_000 * 1_000) for row in rows)
+    assert collections.Counter({(user, start): n for user, start, n in result.collected(sink)}) == expected
+
+
+def test_a_window_function_emitting_records_unlike_its_output_type_fails_naming_the_window(env):
+    env.set_parallelism(2).set_restart_strategy(RestartStrategies.no_restart())
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda n, _: n)
+    (env.from_source(SequenceSource(0, 9_999), strategy, "numbers").key_by(lambda n: n % 10)
+     .window(TumblingEventTimeWindows.of(100)).reduce(lambda a, b: a + b, window_function=WithWindowStart(),
+                                                      output_type=Types.LONG())
+     .rebalance().print())
+    with pytest.raises(JobFailedError, match=r"Window\(TumblingEventTimeWindows.*declared output_type=LONG"):
+        env.execute("wrong-output-type")

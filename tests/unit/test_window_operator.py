@@ -231,10 +231,33 @@ def test_an_event_time_window_refuses_records_without_timestamps_naming_the_fix(
 
 def test_window_state_is_one_accumulator_per_key_and_window_and_is_gone_after_cleanup():
     events = [(k, 1, ts) for ts in range(0, 1_000, 7) for k in range(KEYS)]
-    op = WindowOperator("w", key_of, TumblingEventTimeWindows.of(100), contents=Aggregate(Count()))
-    run(op, events[:len(events) // 2], 50, 0, final=False)
-    panes = [(key, window) for _, key, windows in op.backend.entries("window/contents") for window in windows]
-    assert len(panes) == len(set(panes)) and all(isinstance(w, TimeWindow) for _, w in panes)
-    assert len(panes) <= 2 * KEYS, "only the windows the watermark has not passed keep state"
-    op.process_watermark(MAX_WATERMARK)
-    assert not list(op.backend.entries("window/contents"))
+    for lateness in (0, 10):  # the aligned layout (a value state per window) and the general one (a map per key)
+        op = WindowOperator("w", key_of, TumblingEventTimeWindows.of(100), allowed_lateness=lateness,
+                            contents=Aggregate(Count()))
+        run(op, events[:len(events) // 2], 50, 0, final=False)
+        assert op.aligned == (lateness == 0)
+        panes = [(key, window) for _, key, windows in op.backend.entries("window/contents") for window in windows]
+        panes += [(key, name) for name in op.backend.state_names() if name.startswith("window/aligned/")
+                  for _, key, _ in op.backend.entries(name)]
+        assert all(isinstance(n, (str, TimeWindow)) for _, n in panes) and len(panes) == len(set(panes))
+        assert 0 < len(panes) <= 2 * KEYS, "only the windows the watermark has not passed keep state"
+        op.process_watermark(MAX_WATERMARK)
+        assert not [name for name in op.backend.state_names() if name.startswith("window/")], "state left behind"
+
+
+def test_a_restore_into_a_window_with_lateness_moves_aligned_panes_to_the_general_layout():
+    events = [(k, 1, ts) for ts in range(0, 500, 7) for k in range(KEYS)]
+    first = WindowOperator("w", key_of, TumblingEventTimeWindows.of(100), contents=Aggregate(Count()))
+    run(first, events, 50, 0, final=False)
+    snapshot = first.backend.snapshot()
+    later = WindowOperator("w", key_of, TumblingEventTimeWindows.of(100), allowed_lateness=50,
+                           contents=Aggregate(Count()))
+    backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+    for group, payload in snapshot.serialized():
+        backend.restore_key_group(group, payload)
+    later.setup(SubtaskInfo("w", 0, 1, 128, 0), backend)
+    later.open()
+    fired = [r for r in _records(later.process_watermark(MAX_WATERMARK))]
+    expected = collections.Counter((k, ts // 100 * 100 + 99) for k, _, ts in events
+                                   if ts // 100 * 100 + 99 > max(t for _, _, t in events) - 1)
+    assert sorted((count, ts) for count, ts in fired) == sorted((c, end) for (_, end), c in expected.items())
