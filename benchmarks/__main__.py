@@ -189,7 +189,7 @@ def main(argv=None) -> int:
                                interval_s=1 if args.quick else 5)
             for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
     # the windowed reference job (10 s tumbling event-time count per key) beside SSS's windowed count
-    window_records = 200_000 if args.quick else 5_000_000
+    window_records = 200_000 if args.quick else 10_000_000  # ~10 s a run, as the reference job
     expected_windows = reference(window_records)
     window_runs = []
     for repeat in range(repeats):

@@ -22,9 +22,11 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from operators.event_time import column_millis
 from operators.operator import OneInputOperator
 from runtime.errors import ApiUsageError, FunctionContractError, InvalidRecordError
 from runtime.keys.canonical import canonical_key
+from runtime.protocol.records import TimestampedBatch
 from state_backends.descriptors import ValueStateDescriptor
 
 __all__ = [
@@ -98,14 +100,23 @@ class MapBatchesOperator(OneInputOperator):
 
 
 class BatchesToRowsOperator(OneInputOperator):
-    """Leaves the columnar path: each row becomes a record, a tuple in column order (one column: its value)."""
+    """Leaves the columnar path: each row becomes a record, a tuple in column order (one column: its value).
+    With ``timestamp_column`` (the stream's event time), each record carries that column's timestamp."""
+
+    def __init__(self, name: str, timestamp_column: str | None = None):
+        super().__init__(name)
+        self.timestamp_column = timestamp_column
 
     def process_batch(self, batches: list) -> list:
         out: list = []
+        timestamps: list = []
         for batch in batches:
             columns = [column.to_pylist() for column in batch.columns]
             out.extend(columns[0] if len(columns) == 1 else zip(*columns))
-        return out
+            if self.timestamp_column is not None:
+                timestamps.extend(column_millis(batch.column(self.timestamp_column), self.name,
+                                                self.timestamp_column).to_pylist())
+        return TimestampedBatch.of(out, timestamps) if self.timestamp_column is not None else out
 
 
 class RowsToBatchesOperator(OneInputOperator):

@@ -24,12 +24,22 @@ from __future__ import annotations
 
 import time
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from operators.operator import OneInputOperator
-from operators.watermark_strategy import WatermarkStrategy, _CallableAssigner, checked_timestamps
+from operators.watermark_strategy import (
+    BoundedOutOfOrdernessWatermarks,
+    WatermarkStrategy,
+    _CallableAssigner,
+    _NoWatermarks,
+    checked_timestamps,
+)
+from runtime.errors import ApiUsageError, FunctionContractError
 from runtime.protocol.events import MAX_WATERMARK, Event, Watermark, WatermarkStatus
 from runtime.protocol.records import TimestampedBatch
 
-__all__ = ["TimestampsAndWatermarksOperator"]
+__all__ = ["TimestampsAndWatermarksOperator", "ColumnarTimestampsAndWatermarksOperator", "column_millis"]
 
 
 class TimestampsAndWatermarksOperator(OneInputOperator):
@@ -89,3 +99,61 @@ class TimestampsAndWatermarksOperator(OneInputOperator):
         if watermark == MAX_WATERMARK:
             self.emitted = MAX_WATERMARK
         return []
+
+
+def column_millis(column: pa.Array, operator_name: str, name: str) -> pa.Array:
+    """An integer (epoch ms) or timestamp column as int64 milliseconds; nulls fail naming the column.
+
+    >>> import pyarrow as pa, datetime
+    >>> column_millis(pa.array([datetime.datetime(1970, 1, 1, 0, 0, 1)]), "stamp", "ts").to_pylist()
+    [1000]
+    """
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.timestamp("ms", column.type.tz), safe=False).cast(pa.int64())
+    elif pa.types.is_integer(column.type):
+        column = column.cast(pa.int64())
+    else:
+        raise FunctionContractError(f"'{operator_name}': timestamp column '{name}' holds {column.type}; event time "
+                                    "needs integer epoch milliseconds or an Arrow timestamp column.")
+    if column.null_count:
+        raise FunctionContractError(f"'{operator_name}': timestamp column '{name}' has {column.null_count} null(s): "
+                                    "every row needs its event time (fill or filter them in map_batches first).")
+    return column
+
+
+class ColumnarTimestampsAndWatermarksOperator(TimestampsAndWatermarksOperator):
+    """Watermarks for a columnar stream from one of its columns: batches pass unchanged, the generator sees
+    each batch's highest timestamp (only the built-in generators, which need no more than that).
+
+    >>> import pyarrow as pa
+    >>> from operators.context import SubtaskInfo
+    >>> strategy = WatermarkStrategy.for_bounded_out_of_orderness(100)
+    >>> op = ColumnarTimestampsAndWatermarksOperator("stamp", strategy, "ts")
+    >>> op.setup(SubtaskInfo("stamp", 0, 1, 128, 0)); op.open()
+    >>> _ = op.process_batch([pa.record_batch({"ts": [500, 900, 700]})])
+    >>> op.on_periodic_emit(now=0.0)
+    [Watermark(timestamp=799)]
+    """
+
+    def __init__(self, name: str, strategy: WatermarkStrategy, column: str):
+        super().__init__(name, strategy)
+        self.column = column
+
+    def open(self) -> None:
+        super().open()
+        if type(self.generator) not in (BoundedOutOfOrdernessWatermarks, _NoWatermarks):
+            raise ApiUsageError(
+                f"'{self.name}': a columnar stream's watermarks come from for_monotonous_timestamps, "
+                "for_bounded_out_of_orderness or no_watermarks; for your own WatermarkGenerator, use to_rows() first.")
+
+    def process_batch(self, batches: list) -> list:
+        highest = None
+        for batch in batches:
+            if batch.num_rows:
+                top = pc.max(column_millis(batch.column(self.column), self.name, self.column)).as_py()
+                highest = top if highest is None or top > highest else highest
+        if highest is not None:
+            self.generator.on_batch([highest])
+            if self.idle_timeout is not None:
+                self.last_record_at = time.monotonic()
+        return batches

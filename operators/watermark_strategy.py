@@ -30,6 +30,7 @@ __all__ = [
     "WatermarkGenerator",
     "WatermarkOutput",
     "BoundedOutOfOrdernessWatermarks",
+    "ColumnTimestamps",
     "checked_timestamps",
 ]
 
@@ -234,7 +235,8 @@ class WatermarkStrategy:
         return WatermarkStrategy(generator_supplier, description=getattr(generator_supplier, "__name__", "custom"))
 
     def with_timestamp_assigner(self, timestamp_assigner) -> "WatermarkStrategy":
-        """Timestamps from a :class:`TimestampAssigner` or a function ``(record, record_timestamp) -> ms``.
+        """Timestamps from a :class:`TimestampAssigner`, a function ``(record, record_timestamp) -> ms``, or the
+        name of a field (``record[name]``; on a columnar stream, an integer or timestamp column).
 
         >>> strategy = WatermarkStrategy.no_watermarks().with_timestamp_assigner(lambda r, _: r["t"])
         >>> strategy.create_timestamp_assigner().extract_timestamp({"t": 7}, None)
@@ -242,6 +244,8 @@ class WatermarkStrategy:
         """
         if isinstance(timestamp_assigner, TimestampAssigner):
             assigner = timestamp_assigner
+        elif isinstance(timestamp_assigner, str):  # a field of dict/Row records, a column of a columnar stream
+            assigner = ColumnTimestamps(timestamp_assigner)
         elif callable(timestamp_assigner):
             assigner = _CallableAssigner(timestamp_assigner)
         else:
@@ -288,6 +292,20 @@ class WatermarkStrategy:
 
     def __repr__(self) -> str:
         return f"WatermarkStrategy({self.description})"
+
+
+class ColumnTimestamps(TimestampAssigner):
+    """Timestamps from a named field of each record (dicts, Rows), or a column of a columnar stream.
+
+    >>> ColumnTimestamps("ts").extract_timestamp({"ts": 1_000, "user": "ann"}, None)
+    1000
+    """
+
+    def __init__(self, column: str):
+        self.column = column
+
+    def extract_timestamp(self, value, record_timestamp):
+        return value[self.column]
 
 
 class _CallableAssigner(TimestampAssigner):

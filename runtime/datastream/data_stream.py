@@ -47,7 +47,7 @@ from operators.columnar import (
     infer_output_schema,
     running_aggregate_schema,
 )
-from operators.event_time import TimestampsAndWatermarksOperator
+from operators.event_time import ColumnarTimestampsAndWatermarksOperator, TimestampsAndWatermarksOperator
 from operators.functions import (
     FilterFunction,
     FlatMapFunction,
@@ -256,9 +256,22 @@ class DataStream(_Named):
                                                 schema=output))
 
     def to_rows(self, output_type: TypeInformation | None = None) -> "DataStream":
-        """Leave the columnar path: one record per row, a tuple in column order (one column: its value)."""
-        self._require_columnar("to_rows")
-        return DataStream(self._env, self._then("operator", "ToRows", BatchesToRowsOperator, output_type))
+        """Leave the columnar path: one record per row, a tuple in column order (one column: its value). After
+        ``assign_timestamps_and_watermarks`` on the columnar stream, records carry the timestamp column's time."""
+        schema = self._require_columnar("to_rows")
+        column = self._event_time_column()
+        column = column if column in schema.names else None
+        return DataStream(self._env, self._then("operator", "ToRows", lambda n: BatchesToRowsOperator(n, column),
+                                                output_type))
+
+    def _event_time_column(self) -> str | None:
+        """The column named by the nearest assign_timestamps_and_watermarks upstream on a columnar stream."""
+        t = self._transformation
+        while t is not None:
+            if t.timestamp_column is not None:
+                return t.timestamp_column
+            t = t.inputs[0] if len(t.inputs) == 1 and t.schema is not None else None
+        return None
 
     def to_columnar(self, schema: pa.Schema) -> "DataStream":
         """Enter the columnar path: records (dicts, tuples in column order, or one column's plain values)
@@ -346,6 +359,21 @@ class DataStream(_Named):
             raise ApiUsageError(f"assign_timestamps_and_watermarks() expects a WatermarkStrategy, got "
                                 f"{type(strategy).__name__}: e.g. WatermarkStrategy.for_monotonous_timestamps()"
                                 ".with_timestamp_assigner(...)")
+        schema = self.get_schema()
+        if schema is not None:  # columnar: the event time is a column, which the batches keep
+            column = getattr(strategy.timestamp_assigner, "column", None)
+            if column not in schema.names:
+                raise ApiUsageError(
+                    f"On a columnar stream the event time is a column: with_timestamp_assigner('<column>'), one of "
+                    f"{schema.names} (epoch milliseconds or an Arrow timestamp); got {strategy.timestamp_assigner!r}.")
+            kind = schema.field(column).type
+            if not (pa.types.is_integer(kind) or pa.types.is_timestamp(kind)):
+                raise ApiUsageError(f"Timestamp column '{column}' holds {kind}: event time needs integer epoch "
+                                    "milliseconds or an Arrow timestamp column.")
+            t = self._then("operator", name, lambda n: ColumnarTimestampsAndWatermarksOperator(n, strategy, column),
+                           schema=schema)
+            t.timestamp_column = column
+            return DataStream(self._env, t)
         self._require_records("assign_timestamps_and_watermarks")
         return DataStream(self._env, self._then("operator", name,
                                                 lambda n: TimestampsAndWatermarksOperator(n, strategy),

@@ -39,6 +39,7 @@ class Transformation:
     environment: Any = None
     side_tag: str | None = None  # for "side": the OutputTag id selected from the input
     schema: Any = None  # a pyarrow.Schema when the output is columnar (record batches), else None
+    timestamp_column: str | None = None  # a columnar stream's event-time column, from assign_timestamps_and_watermarks
     chaining: str = "always"  # "always" | "head" (start_new_chain) | "never" (disable_chaining)
     description: str | None = None
     slot_sharing_group: str | None = None  # recorded; every subtask i runs in slot i whatever its group

@@ -17,6 +17,7 @@ from operators import (
     EventTimeSessionWindows,
     FileSource,
     ProcessAllWindowFunction,
+    ProcessFunction,
     ProcessWindowFunction,
     SequenceSource,
     SlidingEventTimeWindows,
@@ -312,3 +313,33 @@ def test_a_window_function_emitting_records_unlike_its_output_type_fails_naming_
      .rebalance().print())
     with pytest.raises(JobFailedError, match=r"Window\(TumblingEventTimeWindows.*declared output_type=LONG"):
         env.execute("wrong-output-type")
+
+
+def test_a_columnar_stream_carries_event_time_and_watermarks_to_windows_after_to_rows(env):
+    import pyarrow.compute as pc
+
+    n = 50_000
+    env.set_parallelism(2)
+    env.get_config().set_auto_watermark_interval(10)
+    watermarks = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(200)).with_timestamp_assigner("ts")
+    sink = CollectSink("columnar-windows")
+    (env.from_sequence(0, n - 1, columnar=True)
+     .map_batches(lambda b: {"ts": pc.multiply(b["value"], 3), "key": pc.bit_wise_and(b["value"], 7)})
+     .assign_timestamps_and_watermarks(watermarks)
+     .map_batches(lambda b: {"key": b["key"], "ts": b["ts"]})   # the column survives the batch function
+     .to_rows()
+     .map(lambda row: (row[0], 1)).key_by(lambda pair: pair[0])
+     .window(TumblingEventTimeWindows.of(1_000)).reduce(lambda a, b: (a[0], a[1] + b[1]),
+                                                         window_function=WithWindowStart())
+     .process(Watermarked()).sink_to(sink))
+    out = env.execute("columnar-event-time").collected(sink)
+    expected = collections.Counter((x & 7, x * 3 // 1_000 * 1_000) for x in range(n))
+    assert collections.Counter({(k, s): c for (k, s, c), _ in out}) == expected
+    assert any(watermark < (1 << 63) - 1 for _, watermark in out), "watermarks flowed before the end of input"
+
+
+class Watermarked(ProcessFunction):
+    """Each record with the watermark of the operator that sees it."""
+
+    def process_element(self, value, ctx):
+        yield value, ctx.timer_service().current_watermark()
