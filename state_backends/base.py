@@ -162,7 +162,8 @@ class KeyedStateBackend(ABC):
     @abstractmethod
     def get_many(self, state_name: str, keys: list) -> list:
         """The values of ``keys`` in value state ``state_name`` (None where absent), in one call (the
-        columnar path's keyed aggregates)."""
+        columnar path's keyed aggregates, reduce, window panes). Callers may change the values in place before
+        ``put_many``: a snapshot in progress must not see such changes."""
 
     @abstractmethod
     def put_many(self, state_name: str, keys: list, values: list) -> None:

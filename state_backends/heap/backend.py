@@ -133,14 +133,22 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def get_many(self, state_name: str, keys: list) -> list:
         """The values of ``keys`` (canonical: see :func:`~runtime.keys.canonical.canonical_key`) in value state
-        ``state_name`` (None where absent), in one call."""
+        ``state_name`` (None where absent), in one call. The values themselves, which the caller may change in
+        place: a snapshot in progress captures their key groups first (copy-on-write, as for keyed access)."""
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of  # the cache first: a call less per key
+        snapshots = self._snapshots
         values = []
         append = values.append
         for key in keys:
             group = cached(key)
-            table = groups.get(group if group is not None else group_of(key))
+            if group is None:
+                group = group_of(key)
+            if snapshots:  # the caller may change a value in place (an accumulator): capture its group first
+                for snapshot in snapshots:
+                    if group in snapshot.pending:
+                        snapshot.touch(group)
+            table = groups.get(group)
             append(None if table is None else table.get(key))
         return values
 

@@ -537,6 +537,21 @@ def test_restoring_a_key_group_outside_the_range_raises(keyed):
     assert all(group not in lower.key_groups for group, _ in outside)
 
 
+def test_values_read_in_bulk_and_changed_in_place_after_a_barrier_stay_as_they_were_in_the_snapshot(keyed):
+    """get_many hands out the values themselves (window accumulators, reduce values), which an aggregate
+    function may change in place before put_many: the snapshot taken before holds them as they were."""
+    backend = keyed()
+    backend.get_state(ValueStateDescriptor("acc"))
+    backend.put_many("acc", ["k"], [[1]])
+    snapshot = backend.snapshot()
+    (accumulator,) = backend.get_many("acc", ["k"])
+    accumulator.append(2)  # an accumulator updated in place, as add() may do
+    backend.put_many("acc", ["k"], [accumulator])
+    copy_ = restored(keyed, rows_of(snapshot))
+    copy_.get_state(ValueStateDescriptor("acc"))
+    assert copy_.get_many("acc", ["k"]) == [[1]]
+
+
 def test_snapshot_is_none_without_state(keyed):
     backend = keyed()
     assert backend.snapshot() is None, "nothing declared"
