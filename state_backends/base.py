@@ -169,6 +169,15 @@ class KeyedStateBackend(ABC):
     def put_many(self, state_name: str, keys: list, values: list) -> None:
         """Set value state ``state_name`` of every key in ``keys`` to the matching entry of ``values``."""
 
+    def fold_many(self, state_name: str, keys: list, values: list, fold) -> None:
+        """For each key and value in order: value state ``state_name`` of the key becomes ``fold(its value or
+        None, value)`` (a window's panes over a batch). Backends may do it faster than get_many/put_many."""
+        distinct = list(dict.fromkeys(keys))
+        current = dict(zip(distinct, self.get_many(state_name, distinct)))
+        for key, value in zip(keys, values):
+            current[key] = fold(current[key], value)
+        self.put_many(state_name, distinct, [current[key] for key in distinct])
+
     # -- iteration -----------------------------------------------------------------------------------
 
     @abstractmethod

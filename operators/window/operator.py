@@ -613,24 +613,9 @@ class WindowOperator(OneInputOperator):
             put_many(f"{_ALIGNED}{start}/{start + size}", list(panes), list(panes.values()))
 
     def _one_window(self, start: int, size: int, keys: list, values) -> None:
-        """``_aligned_batch`` when every record of the batch falls in one window (and none is late)."""
-        name = self._open_aligned(start, start + size)
-        distinct = list(dict.fromkeys(keys))
-        panes = dict(zip(distinct, self.backend.get_many(name, distinct)))
-        contents = self.contents
-        if type(contents) is Aggregate:  # one call per record, not two: accumulators made up front
-            function = contents.function
-            create, fold = function.create_accumulator, function.add
-            for key, accumulator in panes.items():
-                if accumulator is None:
-                    panes[key] = create()
-            for key, value in zip(keys, values):
-                panes[key] = fold(value, panes[key])
-        else:
-            add = contents.add
-            for key, value in zip(keys, values):
-                panes[key] = add(panes[key], value)
-        self.backend.put_many(name, distinct, list(panes.values()))
+        """``_aligned_batch`` when every record of the batch falls in one window (and none is late): the
+        backend folds the records into the panes in their order, one lookup each."""
+        self.backend.fold_many(self._open_aligned(start, start + size), keys, values, self.contents.add)
 
     def _late(self, record, value, timestamp, emitted: _Emitted) -> None:
         if self.late_tag is not None and self.late_tag.tag_id in self.side_tags:

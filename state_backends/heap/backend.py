@@ -170,6 +170,24 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                 table = groups[group] = {}
             table[key] = value
 
+    def fold_many(self, state_name: str, keys: list, values: list, fold) -> None:
+        """One lookup per record for the read and the write (``get_many`` and ``put_many`` cost one each)."""
+        groups = self._tables[state_name]
+        cached, group_of = self._group_of.get, self.key_group_of
+        snapshots = self._snapshots
+        for key, value in zip(keys, values):
+            group = cached(key)
+            if group is None:
+                group = group_of(key)
+            if snapshots:  # copy-on-write: a pending group is captured before it changes
+                for snapshot in snapshots:
+                    if group in snapshot.pending:
+                        snapshot.touch(group)
+            table = groups.get(group)
+            if table is None:
+                table = groups[group] = {}
+            table[key] = fold(table.get(key), value)
+
     # -- snapshots ------------------------------------------------------------------------------------
 
     def snapshot(self) -> HeapSnapshot | None:

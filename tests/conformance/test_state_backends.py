@@ -552,6 +552,24 @@ def test_values_read_in_bulk_and_changed_in_place_after_a_barrier_stay_as_they_w
     assert copy_.get_many("acc", ["k"]) == [[1]]
 
 
+def test_fold_many_folds_each_keys_values_in_their_order_and_keeps_snapshots_as_they_were(keyed):
+    backend = keyed()
+    backend.get_state(ValueStateDescriptor("joined"))
+    backend.put_many("joined", ["a"], [["start"]])
+    snapshot = backend.snapshot()
+
+    def append(accumulator, value):  # changes the stored list in place, as an accumulator may
+        accumulator = accumulator if accumulator is not None else []
+        accumulator.append(value)
+        return accumulator
+
+    backend.fold_many("joined", ["a", "b", "a", "b", "a"], [1, 2, 3, 4, 5], append)
+    assert backend.get_many("joined", ["a", "b", "c"]) == [["start", 1, 3, 5], [2, 4], None]
+    copy_ = restored(keyed, rows_of(snapshot))
+    copy_.get_state(ValueStateDescriptor("joined"))
+    assert copy_.get_many("joined", ["a", "b"]) == [["start"], None]
+
+
 def test_snapshot_is_none_without_state(keyed):
     backend = keyed()
     assert backend.snapshot() is None, "nothing declared"

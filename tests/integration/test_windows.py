@@ -23,6 +23,7 @@ from operators import (
     SlidingEventTimeWindows,
     Source,
     SourceReader,
+    TimeEvictor,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
     WindowFunction,
@@ -120,7 +121,8 @@ class CountAll(ProcessAllWindowFunction):
 def windows_job(env, source):
     numbers = env.from_source(source, strategy(), "numbers").uid("numbers")
     keyed = numbers.key_by(lambda x: x % KEYS)
-    sinks = {name: CollectSink(name) for name in ("tumbling", "sliding", "sessions", "all", "count", "processing")}
+    sinks = {name: CollectSink(name) for name in ("tumbling", "sliding", "sessions", "all", "count", "processing",
+                                                  "evicted")}
     (keyed.map(lambda x: (x % KEYS, 1)).key_by(lambda r: r[0]).window(TumblingEventTimeWindows.of(Time.seconds(1)))
      .reduce(lambda a, b: (a[0], a[1] + b[1]), window_function=WithWindowStart()).uid("tumbling")
      .sink_to(sinks["tumbling"]).uid("tumbling-sink"))
@@ -131,6 +133,10 @@ def windows_job(env, source):
     (numbers.window_all(TumblingEventTimeWindows.of(SIZE)).process(CountAll()).uid("all")
      .sink_to(sinks["all"]).uid("all-sink"))
     keyed.count_window(5).reduce(lambda a, b: a + b).uid("count").sink_to(sinks["count"]).uid("count-sink")
+    # an evictor keeps the pane's last 300 ms of event time; reduce then runs over what is left
+    (keyed.window(TumblingEventTimeWindows.of(SIZE)).evictor(TimeEvictor.of(300))
+     .reduce(lambda a, b: a + b, window_function=WithWindowStart()).uid("evicted")
+     .sink_to(sinks["evicted"]).uid("evicted-sink"))
     (keyed.map(lambda x: (x % KEYS, 1)).key_by(lambda r: r[0]).window(TumblingProcessingTimeWindows.of(100))
      .reduce(lambda a, b: (a[0], a[1] + b[1])).uid("processing").sink_to(sinks["processing"]).uid("processing-sink"))
     return sinks
@@ -143,6 +149,11 @@ def check_windows(result, sinks, n):
     assert collections.Counter({(k, s): c for k, s, c in got["sliding"]}) == sliding_reference(n)
     assert sorted(got["sessions"]) == session_reference(n)
     assert sorted(got["all"]) == sorted(collections.Counter(event_time(x) // SIZE * SIZE for x in range(n)).items())
+    panes = collections.defaultdict(list)
+    for x in range(n):
+        panes[(x % KEYS, event_time(x) // SIZE * SIZE)].append((event_time(x), x))
+    kept = {pane: sum(x for ts, x in items if ts > max(items)[0] - 300) for pane, items in panes.items()}
+    assert {(k, s): total for k, s, total in got["evicted"]} == kept
     per_key = collections.Counter(x % KEYS for x in range(n))
     # Count windows follow arrival order, which parallel sources do not fix: their number and totals are fixed.
     assert len(got["count"]) == sum(c // 5 for c in per_key.values())
