@@ -193,7 +193,8 @@ class FilesAtLeast:
         return len(os.listdir(self.directory)) >= self.count
 
 
-def test_processing_time_timers_fire_once_and_survive_a_restart(env, tmp_path):
+@pytest.mark.parametrize("how", ["exception", "kill"])
+def test_processing_time_timers_fire_once_and_survive_a_restart(env, tmp_path, how):
     keys = 7
     fired = tmp_path / "fired"
     fired.mkdir()
@@ -207,9 +208,9 @@ def test_processing_time_timers_fire_once_and_survive_a_restart(env, tmp_path):
                           together=str(tmp_path / "paced"))
     sink = CollectSink("reminders")
     # The failure comes right after the first checkpoint, within the timers' 300 ms: they fire after the restart.
-    (env.from_source(numbers, "numbers").uid("numbers").map(ChaosMap(faults, "fail", "exception", 1)).uid("chaos")
+    (env.from_source(numbers, "numbers").uid("numbers").map(ChaosMap(faults, "fail", how, 1)).uid("chaos")
      .key_by(lambda x: x % keys).process(RemindOnce(str(fired))).uid("remind").sink_to(sink).uid("sink"))
-    result = env.execute("processing-timers")
+    result = env.execute(f"processing-timers-{how}")
     assert result.restarts == 1
     assert sorted(result.collected(sink)) == [(k, "PROCESSING_TIME", None) for k in range(keys)]
 
