@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from operators.functions import ReduceFunction, as_callable
-from operators.window import Evictor, Trigger, WindowAssigner
+from operators.window import Evictor, MergingWindowAssigner, Trigger, WindowAssigner
 from operators.window.assigners import CountSlidingWindowAssigner, CountTumblingWindowAssigner
 from operators.window.functions import (
     AllWindowFunction,
@@ -162,6 +162,10 @@ class WindowedStream:
         self._check_window_function(window_function)
         assigner, evictor, lateness, late_tag = self._assigner, self._evictor, self._lateness, self._late_tag
         trigger = self._trigger if self._trigger is not None else assigner.get_default_trigger()
+        if isinstance(assigner, MergingWindowAssigner) and not trigger.can_merge():
+            raise ApiUsageError(f"{assigner!r} merges windows, but trigger {trigger!r} cannot merge their state "
+                                "(its can_merge() is false): use a trigger that can, e.g. EventTimeTrigger or "
+                                "CountTrigger, or implement can_merge() and on_merge() in yours.")
         key_selector = self._stream._key_selector
         function = window_function
         if (evictor is not None or getattr(assigner, "get_default_evictor", lambda: None)() is not None) \

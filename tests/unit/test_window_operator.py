@@ -261,3 +261,18 @@ def test_a_restore_into_a_window_with_lateness_moves_aligned_panes_to_the_genera
     expected = collections.Counter((k, ts // 100 * 100 + 99) for k, _, ts in events
                                    if ts // 100 * 100 + 99 > max(t for _, _, t in events) - 1)
     assert sorted((count, ts) for count, ts in fired) == sorted((c, end) for (_, end), c in expected.items())
+
+
+def test_session_windows_with_a_trigger_that_cannot_merge_are_refused_at_declaration():
+    from operators.window import Trigger, TriggerResult
+    from runtime import StreamExecutionEnvironment
+    from runtime.errors import ApiUsageError
+
+    class FireOnEverything(Trigger):
+        def on_element(self, element, timestamp, window, ctx):
+            return TriggerResult.FIRE
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    sessions = env.from_collection([1]).key_by(lambda x: x).window(EventTimeSessionWindows.with_gap(10))
+    with pytest.raises(ApiUsageError, match="cannot merge"):
+        sessions.trigger(FireOnEverything()).reduce(lambda a, b: a)
