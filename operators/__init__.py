@@ -3,9 +3,13 @@
 from operators.file_sink import FileSink
 from operators.file_source import FileSource
 from operators.functions import (
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
     FilterFunction,
     FlatMapFunction,
     Function,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
@@ -82,6 +86,10 @@ __all__ = [
     "KeyedProcessFunction",
     "TimerService",
     "TimeDomain",
+    "CoMapFunction",
+    "CoFlatMapFunction",
+    "CoProcessFunction",
+    "KeyedCoProcessFunction",
     "WindowFunction",
     "AllWindowFunction",
     "ProcessWindowFunction",

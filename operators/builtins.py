@@ -259,8 +259,12 @@ def _tagged(records: list, side_tags) -> list:
 
 class ProcessOperator(OneInputOperator):
     def open(self) -> None:
-        self.ctx = KeyedContext(NonKeyedTimerService(lambda: self.watermark))
+        self.prepare()
         super().open()
+
+    def prepare(self) -> None:
+        """What ``open`` sets up besides calling the user's ``open`` (a two-input operator uses it alone)."""
+        self.ctx = KeyedContext(NonKeyedTimerService(lambda: self.watermark))
 
     def process_batch(self, records: list) -> list:
         out = _run_function(self.function.process_element, records, self.ctx, None, None, self.name)
@@ -295,12 +299,20 @@ class KeyedProcessOperator(OneInputOperator):
         self.key_selector = key_selector
 
     def open(self) -> None:
+        self.prepare()
+        super().open()
+
+    def prepare(self, timers_of: "KeyedProcessOperator | None" = None) -> None:
+        """What ``open`` sets up besides calling the user's ``open``; ``timers_of``: share another operator's
+        timers (the two inputs of a keyed two-input operator have one timer service)."""
         self.backend = self.runtime_context.keyed_backend
-        self.event_timers = TimerQueue(self.backend, EVENT_TIMERS)
-        self.processing_timers = TimerQueue(self.backend, PROCESSING_TIMERS)
+        if timers_of is None:
+            self.event_timers = TimerQueue(self.backend, EVENT_TIMERS)
+            self.processing_timers = TimerQueue(self.backend, PROCESSING_TIMERS)
+        else:
+            self.event_timers, self.processing_timers = timers_of.event_timers, timers_of.processing_timers
         self.ctx = KeyedContext(KeyedTimerService(self))
         self.on_timer = self.function.on_timer
-        super().open()
 
     def process_batch(self, records: list) -> list:
         ctx = self.ctx

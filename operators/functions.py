@@ -30,6 +30,10 @@ __all__ = [
     "KeyedProcessFunction",
     "TimerService",
     "TimeDomain",
+    "CoMapFunction",
+    "CoFlatMapFunction",
+    "CoProcessFunction",
+    "KeyedCoProcessFunction",
     "as_callable",
     "Partitioner",
 ]
@@ -281,6 +285,94 @@ class KeyedProcessFunction(Function):
         raise NotImplementedError
 
     def on_timer(self, timestamp: int, ctx: "KeyedProcessFunction.OnTimerContext") -> Iterable[Any] | None:
+        """A timer of the current key fired at ``timestamp``: return or yield records to emit."""
+
+
+class CoMapFunction(Function):
+    """One output record per record of either input of ``connect``-ed streams: ``map1`` for the first input's
+    records, ``map2`` for the second's.
+
+    >>> class Tag(CoMapFunction):
+    ...     def map1(self, value):
+    ...         return "order", value
+    ...     def map2(self, value):
+    ...         return "payment", value
+    >>> Tag().map1(7), Tag().map2(9)
+    (('order', 7), ('payment', 9))
+    """
+
+    def map1(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def map2(self, value: Any) -> Any:
+        raise NotImplementedError
+
+
+class CoFlatMapFunction(Function):
+    """Zero or more output records per record of either input of ``connect``-ed streams.
+
+    >>> class Words(CoFlatMapFunction):
+    ...     def flat_map1(self, value):
+    ...         yield from value.split()
+    ...     def flat_map2(self, value):
+    ...         yield value.upper()
+    >>> list(Words().flat_map1("to be")), list(Words().flat_map2("or"))
+    (['to', 'be'], ['OR'])
+    """
+
+    def flat_map1(self, value: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+    def flat_map2(self, value: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+
+class CoProcessFunction(Function):
+    """A function over the records of two ``connect``-ed streams: ``process_element1`` for the first input's,
+    ``process_element2`` for the second's, each with a context (``timestamp()``, ``timer_service()``).
+
+    >>> class Both(CoProcessFunction):
+    ...     def process_element1(self, value, ctx):
+    ...         yield "left", value
+    ...     def process_element2(self, value, ctx):
+    ...         yield "right", value
+    >>> list(Both().process_element1(1, None)), list(Both().process_element2(2, None))
+    ([('left', 1)], [('right', 2)])
+    """
+
+    Context = ProcessFunction.Context
+
+    def process_element1(self, value: Any, ctx) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_element2(self, value: Any, ctx) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+class KeyedCoProcessFunction(Function):
+    """A function over two ``connect``-ed streams keyed alike (``connect(...).key_by(key1, key2)``): both
+    inputs' records of a key see the same keyed state and timers, as in Flink. ``on_timer`` works as in
+    :class:`KeyedProcessFunction`.
+
+    >>> class Matched(KeyedCoProcessFunction):
+    ...     def process_element1(self, value, ctx):
+    ...         yield "order", value
+    ...     def process_element2(self, value, ctx):
+    ...         yield "payment", value
+    >>> list(Matched().process_element2(5, None))
+    [('payment', 5)]
+    """
+
+    Context = KeyedProcessFunction.Context
+    OnTimerContext = KeyedProcessFunction.OnTimerContext
+
+    def process_element1(self, value: Any, ctx) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_element2(self, value: Any, ctx) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def on_timer(self, timestamp: int, ctx) -> Iterable[Any] | None:
         """A timer of the current key fired at ``timestamp``: return or yield records to emit."""
 
 

@@ -9,9 +9,13 @@ A PyFlink program ports by replacing ``pyflink`` with ``runtime`` in its imports
 """
 
 from operators.functions import (
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
     FilterFunction,
     FlatMapFunction,
     Function,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
@@ -28,6 +32,7 @@ from operators.window.functions import (
     WindowFunction,
 )
 from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode
+from runtime.datastream.connected_streams import ConnectedStreams
 from runtime.datastream.data_stream import CloseableIterator, DataStream, DataStreamSink, KeyedStream
 from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.execution_mode import RuntimeExecutionMode
@@ -41,6 +46,7 @@ __all__ = [
     "ExecutionConfig",
     "DataStream",
     "KeyedStream",
+    "ConnectedStreams",
     "WindowedStream",
     "AllWindowedStream",
     "DataStreamSink",
@@ -59,6 +65,10 @@ __all__ = [
     "KeyedProcessFunction",
     "TimerService",
     "TimeDomain",
+    "CoMapFunction",
+    "CoFlatMapFunction",
+    "CoProcessFunction",
+    "KeyedCoProcessFunction",
     "WindowFunction",
     "AllWindowFunction",
     "ProcessWindowFunction",

@@ -491,6 +491,22 @@ class DataStream(_Named):
                            output_type=output_tag.type_info, environment=self._env, side_tag=output_tag.tag_id)
         return DataStream(self._env, t)
 
+    def connect(self, other: "DataStream"):
+        """Connect with another stream (of any record type) into one two-input operator: see
+        :class:`~runtime.datastream.connected_streams.ConnectedStreams`.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_collection([1]).connect(env.from_collection(["a"])).map(str, str.upper).get_name()
+        'Co-Map'
+        """
+        from runtime.datastream.connected_streams import ConnectedStreams
+
+        if not isinstance(other, DataStream):
+            raise ApiUsageError(f"connect() expects a DataStream, got {type(other).__name__} (broadcast state is "
+                                "not in Chandy yet: connect the broadcast() stream as an ordinary second input)")
+        return ConnectedStreams(self, other)
+
     def window_all(self, window_assigner) -> "AllWindowedStream":
         """All records in windows, evaluated by one subtask (Flink's ``windowAll``): see :class:`AllWindowedStream`.
 

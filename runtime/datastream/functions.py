@@ -9,9 +9,13 @@
 """
 
 from operators.functions import (
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
     FilterFunction,
     FlatMapFunction,
     Function,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
@@ -43,6 +47,10 @@ __all__ = [
     "KeyedProcessFunction",
     "TimerService",
     "TimeDomain",
+    "CoMapFunction",
+    "CoFlatMapFunction",
+    "CoProcessFunction",
+    "KeyedCoProcessFunction",
     "WindowFunction",
     "AllWindowFunction",
     "ProcessWindowFunction",

@@ -97,6 +97,11 @@ class SubtaskRunner:
         self.generators = [(i, op) for i, op in enumerate(self.operators) if op.generates_watermarks]
         self.watermark_interval = interval_ms / 1000.0 if self.generators and interval_ms > 0 else None
         self.timer_operators = [(i, op) for i, op in enumerate(self.operators) if op.has_processing_timers]
+        # Per gate channel: whether it feeds the second input of a two-input head (connect), else None.
+        self.second_input = None
+        if gate is not None and any(edge.input_number == 2 for edge in chain.inputs):
+            number_of = {edge.id: edge.input_number for edge in chain.inputs}
+            self.second_input = [number_of[edge_id] == 2 for edge_id, _ in gate.channels]
 
     def _call(self, index: int, method: str, *args):
         try:
@@ -106,6 +111,17 @@ class SubtaskRunner:
         except Exception as exc:
             phase = FailurePhase.OPEN if method == "open" else FailurePhase.RUN
             raise OperatorError(self.chain.operators[index], exc, phase) from exc
+
+    def _push_second(self, records: list) -> None:
+        """Records of the second input of a two-input head operator (``connect``)."""
+        try:
+            records = self.operators[0].process_batch2(records)
+        except Cancelled:
+            raise
+        except Exception as exc:
+            raise OperatorError(self.chain.operators[0], exc) from exc
+        if records:
+            self._push(records, 1)
 
     def _push(self, records: list, start: int) -> None:
         operators = self.operators
@@ -230,6 +246,7 @@ class SubtaskRunner:
         aligner = self.aligner
         watermarks = self.watermarks
         timer_operators = self.timer_operators
+        second_input = self.second_input
         while open_channels:
             if notifications:
                 self._notify(notifications.popleft())
@@ -241,7 +258,10 @@ class SubtaskRunner:
                 channel, payload = item
                 kind = type(payload)
                 if kind is list or kind is TimestampedBatch:
-                    self._push(payload, 0)
+                    if second_input is not None and second_input[channel]:
+                        self._push_second(payload)
+                    else:
+                        self._push(payload, 0)
                 elif kind is Watermark:
                     advanced = watermarks.on_watermark(channel, payload.timestamp)
                     if advanced is not None:

@@ -42,23 +42,24 @@ from state_backends.heap import HashMapStateBackend
 __all__ = ["compile_job_graph"]
 
 
-def _resolve_inputs(t: Transformation) -> list[tuple[Transformation, Partitioner | None, str | None]]:
-    """Physical upstream nodes of ``t``, each with the partitioner and side-output tag virtual nodes set."""
-    resolved: list[tuple[Transformation, Partitioner | None, str | None]] = []
+def _resolve_inputs(t: Transformation) -> list[tuple[Transformation, Partitioner | None, str | None, int]]:
+    """Physical upstream nodes of ``t``, each with the partitioner and side-output tag virtual nodes set, and
+    the logical input it feeds (1, or 2 for the second input of a two-input operator)."""
+    resolved: list[tuple[Transformation, Partitioner | None, str | None, int]] = []
 
-    def visit(node: Transformation, partitioner: Partitioner | None, side_tag: str | None):
+    def visit(node: Transformation, partitioner: Partitioner | None, side_tag: str | None, number: int):
         if node.kind == "partition":
-            visit(node.inputs[0], node.partitioner if partitioner is None else partitioner, side_tag)
+            visit(node.inputs[0], node.partitioner if partitioner is None else partitioner, side_tag, number)
         elif node.kind == "union":
             for upstream in node.inputs:
-                visit(upstream, partitioner, side_tag)
+                visit(upstream, partitioner, side_tag, number)
         elif node.kind == "side":
-            visit(node.inputs[0], partitioner, node.side_tag)
+            visit(node.inputs[0], partitioner, node.side_tag, number)
         else:
-            resolved.append((node, partitioner, side_tag))
+            resolved.append((node, partitioner, side_tag, number))
 
-    for upstream in t.inputs:
-        visit(upstream, None, None)
+    for number, upstream in enumerate(t.inputs, start=1):
+        visit(upstream, None, None, number if t.two_input else 1)
     return resolved
 
 
@@ -123,7 +124,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
             raise JobGraphError(f"Operator '{t.name}' is a non-parallel source; its parallelism must be 1, "
                                 f"not {t.parallelism}.")
         upstream = _resolve_inputs(t)
-        uid = t.uid or _derive_uid(t, [nodes[u.id].uid for u, _, _ in upstream], derive_seen)
+        uid = t.uid or _derive_uid(t, [nodes[u.id].uid for u, _, _, _ in upstream], derive_seen)
         if uid in seen_uids:
             raise JobGraphError(f"Operators '{seen_uids[uid]}' and '{t.name}' both have uid '{uid}': "
                                 "uids identify state in checkpoints and must be unique.")
@@ -132,7 +133,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
                             is_source=t.kind == "source", is_sink=t.kind == "sink", schema=t.schema,
                             chaining=t.chaining if chaining else "never")
         nodes[t.id] = node
-        for u, partitioner, side_tag in upstream:
+        for u, partitioner, side_tag, number in upstream:
             source = nodes[u.id]
             if partitioner is None:
                 partitioner = FORWARD if source.parallelism == parallelism else REBALANCE
@@ -142,7 +143,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
                     f"(parallelism {parallelism}) is impossible: forward needs equal parallelism. "
                     "Use rebalance() or make the parallelisms equal."
                 )
-            edge = OperatorEdge(source, node, partitioner, side_tag)
+            edge = OperatorEdge(source, node, partitioner, side_tag, number)
             source.outputs.append(edge)
             node.inputs.append(edge)
 
@@ -192,7 +193,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
             chain_edge = ChainEdge(len(edges), src_chain, dst_chain, edge.partitioner,
                                    None if edge.side_tag else edge.source.output_type,
                                    edge.source.parallelism, node.parallelism, edge.side_tag,
-                                   None if edge.side_tag else edge.source.schema)
+                                   None if edge.side_tag else edge.source.schema, edge.input_number)
             edges.append(chain_edge)
             chains[src_chain].outputs.append(chain_edge)
             chains[dst_chain].inputs.append(chain_edge)

@@ -76,6 +76,7 @@ class OperatorEdge:
     target: OperatorNode
     partitioner: Partitioner
     side_tag: str | None = None
+    input_number: int = 1  # 2: the second input of a two-input operator
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ class ChainEdge:
     target_parallelism: int
     side_tag: str | None = None  # this edge carries the producer's side output with this tag
     schema: Any = None  # a pyarrow.Schema when the edge carries Arrow record batches (columnar path)
+    input_number: int = 1  # which input of the target chain's head it feeds (2: a two-input operator's second)
 
     def targets_of(self, producer: SubtaskIndex) -> range:
         """Consumer subtasks that producer subtask ``producer`` sends to."""

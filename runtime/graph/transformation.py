@@ -39,6 +39,7 @@ class Transformation:
     environment: Any = None
     side_tag: str | None = None  # for "side": the OutputTag id selected from the input
     schema: Any = None  # a pyarrow.Schema when the output is columnar (record batches), else None
+    two_input: bool = False  # inputs[0] and inputs[1] feed the operator's first and second input (connect)
     timestamp_column: str | None = None  # a columnar stream's event-time column, from assign_timestamps_and_watermarks
     chaining: str = "always"  # "always" | "head" (start_new_chain) | "never" (disable_chaining)
     description: str | None = None

@@ -1,0 +1,134 @@
+"""Two-input operators (``connect``) end to end: records of each input reach their own method, keyed state and
+timers are shared by both inputs of a key, the input watermark is the minimum of both, and a keyed join is
+exactly once after an exception and a SIGKILL."""
+
+import collections
+import random
+
+import pytest
+
+from operators import (
+    CollectSink,
+    CoMapFunction,
+    KeyedCoProcessFunction,
+    SequenceSource,
+    ValueStateDescriptor,
+)
+from runtime import Duration, RestartStrategies, WatermarkStrategy
+from runtime.errors import ApiUsageError
+from tests.integration.chaos import ChaosMap, plan, remaining
+from tests.integration.paced import PacedSource
+
+
+class Tag(CoMapFunction):
+    def map1(self, value):
+        return "number", value
+
+    def map2(self, value):
+        return "word", value
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_each_input_reaches_its_own_method(env, parallelism):
+    env.set_parallelism(parallelism)
+    sink = CollectSink("tagged")
+    words = ["to", "be", "or", "not"] * 50
+    env.from_sequence(0, 999).connect(env.from_collection(words)).map(Tag()).sink_to(sink)
+    out = env.execute(f"co-map-p{parallelism}").collected(sink)
+    assert sorted(out) == sorted([("number", n) for n in range(1_000)] + [("word", w) for w in words])
+
+
+ORDERS = 6_000
+
+
+def order_time(n: int) -> int:
+    return n * 10 + (n % 3) * 7
+
+
+class PaymentTimeout(KeyedCoProcessFunction):
+    """An order (input 1) waits 200 ms of event time for its payment (input 2): joined when it comes, else
+    reported unpaid when an event-time timer fires. Every 7th order is never paid."""
+
+    def open(self, runtime_context):
+        self.order = runtime_context.get_state(ValueStateDescriptor("order"))
+        self.paid = runtime_context.get_state(ValueStateDescriptor("paid"))
+
+    def process_element1(self, value, ctx):
+        if self.paid.value():
+            self.paid.clear()
+            yield "paid", value
+        else:
+            self.order.update(value)
+            ctx.timer_service().register_event_time_timer(ctx.timestamp() + 200)
+
+    def process_element2(self, value, ctx):
+        if self.order.value() is not None:
+            yield "paid", value
+            self.order.clear()
+        else:
+            self.paid.update(True)
+
+    def on_timer(self, timestamp, ctx):
+        if self.order.value() is not None:
+            yield "unpaid", self.order.value()
+            self.order.clear()
+
+
+def expected_join():
+    return sorted(("unpaid" if n % 7 == 0 else "paid", n) for n in range(ORDERS))
+
+
+def join_job(env, tmp_path, parallelism, chaos=None):
+    env.set_parallelism(parallelism).enable_checkpointing(100)
+    env.get_config().set_auto_watermark_interval(10)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "checkpoints"))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 0))
+    # orders n at n * 10 ms; the payment of order n 50 ms later (never for every 7th order)
+    stamp = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(30))
+    orders = env.from_source(
+        PacedSource(SequenceSource(0, ORDERS - 1), per_checkpoint=ORDERS // parallelism // 8,
+                    together=str(tmp_path / "paced-orders")),
+        stamp.with_timestamp_assigner(lambda n, _: order_time(n)), "orders").uid("orders")
+    payments = env.from_source(
+        PacedSource(SequenceSource(0, ORDERS - 1), per_checkpoint=ORDERS // parallelism // 8,
+                    together=str(tmp_path / "paced-payments")),
+        stamp.with_timestamp_assigner(lambda n, _: order_time(n) + 50), "payments").uid("payments") \
+        .filter(lambda n: n % 7 != 0).uid("paid-only")
+    if chaos is not None:
+        payments = payments.map(chaos).uid("chaos")
+    sink = CollectSink("joined")
+    (orders.connect(payments).key_by(lambda n: n, lambda n: n)  # key: the order id
+     .process(PaymentTimeout()).uid("join").sink_to(sink).uid("sink"))
+    return sink
+
+
+def test_a_keyed_join_shares_state_and_timers_across_inputs(env, tmp_path):
+    sink = join_job(env, tmp_path, 2)
+    assert sorted(env.execute("join").collected(sink)) == expected_join()
+
+
+@pytest.mark.parametrize("how", ["exception", "kill"])
+def test_a_keyed_join_is_exactly_once_after_a_failure(env, tmp_path, how):
+    faults = plan(str(tmp_path / "faults"), "fail")
+    sink = join_job(env, tmp_path, 2, ChaosMap(faults, "fail", how, random.Random().randrange(200, 1_500)))
+    result = env.execute(f"join-{how}")
+    assert remaining(faults) == [] and result.restarts == 1 and result.restored_from[1] is not None
+    out = result.collected(sink)
+    assert sorted(out) == expected_join(), collections.Counter(out).most_common(3)
+
+
+def test_timers_in_a_function_on_connected_streams_that_are_not_keyed_are_refused(env):
+    from operators import CoProcessFunction
+
+    class Timed(CoProcessFunction):
+        def process_element1(self, value, ctx):
+            yield value
+
+        def process_element2(self, value, ctx):
+            yield value
+
+        def on_timer(self, timestamp, ctx):
+            yield timestamp
+
+    with pytest.raises(ApiUsageError, match="keyed streams"):
+        env.from_collection([1]).connect(env.from_collection([2])).process(Timed())
