@@ -34,6 +34,9 @@ __all__ = [
     "CoFlatMapFunction",
     "CoProcessFunction",
     "KeyedCoProcessFunction",
+    "ProcessJoinFunction",
+    "JoinFunction",
+    "CoGroupFunction",
     "as_callable",
     "Partitioner",
 ]
@@ -374,6 +377,51 @@ class KeyedCoProcessFunction(Function):
 
     def on_timer(self, timestamp: int, ctx) -> Iterable[Any] | None:
         """A timer of the current key fired at ``timestamp``: return or yield records to emit."""
+
+
+class ProcessJoinFunction(Function):
+    """Called for every joined pair of an interval join (``KeyedStream.interval_join(other).between(lower,
+    upper).process(...)``); ``ctx.get_left_timestamp()``, ``get_right_timestamp()`` and ``get_timestamp()`` (the
+    later one, the pair's timestamp) tell the times.
+
+    >>> class Pair(ProcessJoinFunction):
+    ...     def process_element(self, left, right, ctx):
+    ...         yield left["user"], left["page"], right["amount"]
+    >>> list(Pair().process_element({"user": "ann", "page": "/buy"}, {"amount": 12}, None))
+    [('ann', '/buy', 12)]
+    """
+
+    def process_element(self, left: Any, right: Any, ctx) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+class JoinFunction(Function):
+    """Joins one element of each side that share a key and a window (``JoinedStreams...apply``).
+
+    >>> class Pair(JoinFunction):
+    ...     def join(self, first, second):
+    ...         return first, second
+    >>> Pair().join("a", 1)
+    ('a', 1)
+    """
+
+    def join(self, first: Any, second: Any) -> Any:
+        raise NotImplementedError
+
+
+class CoGroupFunction(Function):
+    """Sees both sides' elements of a key and window at once (``CoGroupedStreams...apply``), also when one side
+    has none: return or yield records.
+
+    >>> class Sizes(CoGroupFunction):
+    ...     def co_group(self, first, second):
+    ...         yield len(list(first)), len(list(second))
+    >>> list(Sizes().co_group(["a"], []))
+    [(1, 0)]
+    """
+
+    def co_group(self, first: Iterable[Any], second: Iterable[Any]) -> Iterable[Any]:
+        raise NotImplementedError
 
 
 class Partitioner(Function):

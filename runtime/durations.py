@@ -11,10 +11,12 @@ either, or a plain number of milliseconds.
 True
 >>> to_millis(Time.seconds(2)), to_millis(250)
 (2000, 250)
->>> Time.seconds(-1)
+>>> Time.hours(-8)   # a negative span: a window offset, an interval-join bound (a size must be positive)
+Time.milliseconds(-28800000)
+>>> to_millis(-1, "set_auto_watermark_interval")
 Traceback (most recent call last):
 ...
-runtime.errors.ConfigurationError: Time.seconds(-1): a span of time must not be negative.
+runtime.errors.ConfigurationError: set_auto_watermark_interval(-1): a span of time must not be negative.
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ class Duration:
 
 @dataclass(frozen=True, order=True)
 class Time:
-    """A span of time in milliseconds, for window sizes (PyFlink's ``Time``).
+    """A span of time in milliseconds, for window sizes (PyFlink's ``Time``). Negative spans are allowed, as in
+    Flink, for window offsets and interval-join bounds (``Time.hours(-8)``); a size must still be positive.
 
     >>> Time.seconds(10), Time.hours(1).to_milliseconds()
     (Time.milliseconds(10000), 3600000)
@@ -92,23 +95,23 @@ class Time:
 
     @staticmethod
     def milliseconds(milliseconds: int) -> "Time":
-        return Time(_whole(milliseconds, "Time.milliseconds"))
+        return Time(_whole(milliseconds, "Time.milliseconds", signed=True))
 
     @staticmethod
     def seconds(seconds: int) -> "Time":
-        return Time(_whole(seconds, "Time.seconds") * 1000)
+        return Time(_whole(seconds, "Time.seconds", signed=True) * 1000)
 
     @staticmethod
     def minutes(minutes: int) -> "Time":
-        return Time(_whole(minutes, "Time.minutes") * 60_000)
+        return Time(_whole(minutes, "Time.minutes", signed=True) * 60_000)
 
     @staticmethod
     def hours(hours: int) -> "Time":
-        return Time(_whole(hours, "Time.hours") * 3_600_000)
+        return Time(_whole(hours, "Time.hours", signed=True) * 3_600_000)
 
     @staticmethod
     def days(days: int) -> "Time":
-        return Time(_whole(days, "Time.days") * 86_400_000)
+        return Time(_whole(days, "Time.days", signed=True) * 86_400_000)
 
     def to_milliseconds(self) -> int:
         return self.millis
@@ -117,13 +120,13 @@ class Time:
         return f"Time.milliseconds({self.millis})"
 
 
-def _whole(value, where: str) -> int:
+def _whole(value, where: str, signed: bool = False) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
             raise ConfigurationError(f"{where}({value!r}): a span of time is a whole number (of the unit named).")
-    if value < 0:
+    if value < 0 and not signed:
         raise ConfigurationError(f"{where}({value!r}): a span of time must not be negative.")
     return value
 

@@ -507,6 +507,31 @@ class DataStream(_Named):
                                 "not in Chandy yet: connect the broadcast() stream as an ordinary second input)")
         return ConnectedStreams(self, other)
 
+    def join(self, other: "DataStream"):
+        """A window join: ``join(other).where(k1).equal_to(k2).window(assigner).apply(JoinFunction)`` (see
+        :mod:`runtime.datastream.joined_streams`).
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> type(env.from_collection([1]).join(env.from_collection([1]))).__name__
+        'JoinedStreams'
+        """
+        from runtime.datastream.joined_streams import JoinedStreams
+
+        return JoinedStreams(self, other)
+
+    def co_group(self, other: "DataStream"):
+        """A window co-group: ``co_group(other).where(k1).equal_to(k2).window(assigner).apply(CoGroupFunction)``.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> type(env.from_collection([1]).co_group(env.from_collection([1]))).__name__
+        'CoGroupedStreams'
+        """
+        from runtime.datastream.joined_streams import CoGroupedStreams
+
+        return CoGroupedStreams(self, other)
+
     def window_all(self, window_assigner) -> "AllWindowedStream":
         """All records in windows, evaluated by one subtask (Flink's ``windowAll``): see :class:`AllWindowedStream`.
 
@@ -748,6 +773,25 @@ class KeyedStream(DataStream):
         t = self._then("operator", "Keyed Reduce", lambda n: KeyedReduceOperator(n, func, call, key),
                        self.get_type())
         return DataStream(self._env, t)
+
+    def interval_join(self, other: "KeyedStream"):
+        """Join with another keyed stream by time: each record with the other's records of its key within
+        bounds of its timestamp (``.between(lower, upper).process(ProcessJoinFunction)``). State is kept only
+        while the watermark says a record may still join.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> a, b = env.from_collection([1]).key_by(lambda x: x), env.from_collection([1]).key_by(lambda x: x)
+        >>> type(a.interval_join(b)).__name__
+        'IntervalJoin'
+        """
+        from runtime.datastream.interval_join import IntervalJoin
+
+        if not isinstance(other, KeyedStream) or other._key_selector is None:
+            raise ApiUsageError("interval_join() joins two keyed streams of records: "
+                                "a.key_by(k1).interval_join(b.key_by(k2))")
+        self._require_records("interval_join")
+        return IntervalJoin(self, other)
 
     def window(self, window_assigner) -> "WindowedStream":
         """Cut each key's records into windows: see :class:`WindowedStream`.

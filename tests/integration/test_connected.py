@@ -8,13 +8,15 @@ import random
 import pytest
 
 from operators import (
+    CoGroupFunction,
     CollectSink,
     CoMapFunction,
     KeyedCoProcessFunction,
+    ProcessJoinFunction,
     SequenceSource,
     ValueStateDescriptor,
 )
-from runtime import Duration, RestartStrategies, WatermarkStrategy
+from runtime import Duration, RestartStrategies, Time, WatermarkStrategy
 from runtime.errors import ApiUsageError
 from tests.integration.chaos import ChaosMap, plan, remaining
 from tests.integration.paced import PacedSource
@@ -132,3 +134,55 @@ def test_timers_in_a_function_on_connected_streams_that_are_not_keyed_are_refuse
 
     with pytest.raises(ApiUsageError, match="keyed streams"):
         env.from_collection([1]).connect(env.from_collection([2])).process(Timed())
+
+
+class ClickThenBuy(ProcessJoinFunction):
+    def process_element(self, left, right, ctx):
+        yield left, right, ctx.get_timestamp()
+
+
+def test_an_interval_join_matches_the_reference(env):
+    env.set_parallelism(2)
+    env.get_config().set_auto_watermark_interval(10)
+    stamp = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(100))
+    clicks = env.from_source(SequenceSource(0, 2_999), stamp.with_timestamp_assigner(lambda n, _: n * 7),
+                             "clicks")
+    buys = env.from_source(SequenceSource(0, 999), stamp.with_timestamp_assigner(lambda n, _: n * 20), "buys")
+    sink = CollectSink("joined")
+    (clicks.key_by(lambda n: n % 13).interval_join(buys.key_by(lambda n: n % 13))
+     .between(Time.milliseconds(-50), Time.milliseconds(30)).process(ClickThenBuy()).sink_to(sink))
+    out = env.execute("interval-join").collected(sink)
+    expected = [(c, b, max(c * 7, b * 20)) for c in range(3_000) for b in range(1_000)
+                if c % 13 == b % 13 and -50 <= b * 20 - c * 7 <= 30]
+    assert len(expected) > 500 and sorted(out) == sorted(expected)
+
+
+class Sizes(CoGroupFunction):
+    def co_group(self, first, second):
+        yield len(first), len(second)
+
+
+def test_window_join_and_co_group_match_the_reference(env):
+    from operators import TumblingEventTimeWindows
+
+    env.set_parallelism(2)
+    env.get_config().set_auto_watermark_interval(10)
+    stamp = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(100))
+    left = env.from_source(SequenceSource(0, 599), stamp.with_timestamp_assigner(lambda n, _: n * 10), "left")
+    right = env.from_source(SequenceSource(0, 299), stamp.with_timestamp_assigner(lambda n, _: n * 20 + 5), "right")
+    joined, grouped = CollectSink("joined"), CollectSink("grouped")
+    (left.join(right).where(lambda n: n % 5).equal_to(lambda n: n % 5).window(TumblingEventTimeWindows.of(1_000))
+     .apply(lambda a, b: (a, b)).sink_to(joined))
+    (left.co_group(right).where(lambda n: n % 5).equal_to(lambda n: n % 5)
+     .window(TumblingEventTimeWindows.of(1_000)).apply(Sizes()).sink_to(grouped))
+    result = env.execute("window-join")
+    expected = [(a, b) for a in range(600) for b in range(300)
+                if a % 5 == b % 5 and a * 10 // 1_000 == (b * 20 + 5) // 1_000]
+    assert sorted(result.collected(joined)) == sorted(expected)
+    sizes = collections.Counter()
+    for a in range(600):
+        sizes[(a % 5, a * 10 // 1_000, 0)] += 1
+    for b in range(300):
+        sizes[(b % 5, (b * 20 + 5) // 1_000, 1)] += 1
+    groups = {(k, w) for k, w, _ in sizes}
+    assert sorted(result.collected(grouped)) == sorted((sizes[(k, w, 0)], sizes[(k, w, 1)]) for k, w in groups)

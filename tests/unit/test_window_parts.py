@@ -294,7 +294,7 @@ def test_sliding_windows_fixed_cases():
 
 
 def test_tumbling_windows_fixed_cases_with_time_and_duration_and_offsets():
-    daily = TumblingEventTimeWindows.of(Time.days(1), -8 * 3_600_000)  # runtime's Time refuses Time.hours(-8)
+    daily = TumblingEventTimeWindows.of(Time.days(1), Time.hours(-8))
     assert daily.assign_windows("x", 0, None) == [TimeWindow(-8 * 3_600_000, 16 * 3_600_000)]
     assert TumblingEventTimeWindows.of(Duration.of_seconds(1)).assign_windows("x", -1, None) == [TimeWindow(-1000, 0)]
     assert TumblingEventTimeWindows.of(10, 3).assign_windows("x", 2, None) == [TimeWindow(-7, 3)]
