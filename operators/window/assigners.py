@@ -138,6 +138,34 @@ def _offset(offset, size: int, where: str, against: str) -> int:
     return millis
 
 
+class _EventTime:
+    """An event-time assigner: windows by the record's timestamp, fired by the watermark."""
+
+    def assign_windows(self, element, timestamp, context) -> list:
+        if timestamp is None:
+            raise _no_timestamp(self)
+        return self._windows(element, timestamp)
+
+    def get_default_trigger(self, env=None) -> Trigger:
+        return EventTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return True
+
+
+class _ProcessingTime:
+    """A processing-time assigner: windows by the operator's clock when the record arrives."""
+
+    def assign_windows(self, element, timestamp, context) -> list:
+        return self._windows(element, context.get_current_processing_time())
+
+    def get_default_trigger(self, env=None) -> Trigger:
+        return ProcessingTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return False
+
+
 class _Tumbling(WindowAssigner):
     _name = ""
 
@@ -146,7 +174,7 @@ class _Tumbling(WindowAssigner):
         self.slide = self.size
         self.offset = _offset(offset, self.size, f"{self._name}.of", "size")
 
-    def _windows(self, timestamp: int) -> list:
+    def _windows(self, element, timestamp: int) -> list:
         start = TimeWindow.get_window_start_with_offset(timestamp, self.offset, self.size)
         return [TimeWindow(start, start + self.size)]
 
@@ -154,11 +182,10 @@ class _Tumbling(WindowAssigner):
         return f"{self._name}({self.size}, {self.offset})"
 
 
-class TumblingEventTimeWindows(_Tumbling):
+class TumblingEventTimeWindows(_EventTime, _Tumbling):
     """Windows of a fixed ``size`` by event time that do not overlap: ``[k * size + offset, (k + 1) * size +
-    offset)``. ``offset`` shifts the window starts, e.g. ``of(Time.days(1), -8 * 3_600_000)`` for the days of
-    UTC+08:00 (a negative offset is a number of milliseconds: ``Time`` spans are never negative). Requires
-    ``abs(offset) < size``.
+    offset)``. ``offset`` shifts the window starts, e.g. ``of(Time.days(1), Time.hours(-8))`` for the days of
+    UTC+08:00. Requires ``abs(offset) < size``.
 
     >>> from runtime.durations import Time
     >>> hourly = TumblingEventTimeWindows.of(Time.hours(1), Time.minutes(15))
@@ -179,19 +206,8 @@ class TumblingEventTimeWindows(_Tumbling):
         """
         return TumblingEventTimeWindows(size, offset)
 
-    def assign_windows(self, element, timestamp, context) -> list:
-        if timestamp is None:
-            raise _no_timestamp(self)
-        return self._windows(timestamp)
 
-    def get_default_trigger(self, env=None) -> Trigger:
-        return EventTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return True
-
-
-class TumblingProcessingTimeWindows(_Tumbling):
+class TumblingProcessingTimeWindows(_ProcessingTime, _Tumbling):
     """Tumbling windows of a fixed ``size`` by the operator's processing-time clock (the element's own
     timestamp is ignored). Requires ``abs(offset) < size``.
 
@@ -213,15 +229,6 @@ class TumblingProcessingTimeWindows(_Tumbling):
         """
         return TumblingProcessingTimeWindows(size, offset)
 
-    def assign_windows(self, element, timestamp, context) -> list:
-        return self._windows(context.get_current_processing_time())
-
-    def get_default_trigger(self, env=None) -> Trigger:
-        return ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return False
-
 
 class _Sliding(WindowAssigner):
     _name = ""
@@ -232,7 +239,7 @@ class _Sliding(WindowAssigner):
         self.slide = positive_span(slide, where, "slide")
         self.offset = _offset(offset, self.slide, where, "slide")
 
-    def _windows(self, timestamp: int) -> list:
+    def _windows(self, element, timestamp: int) -> list:
         size, slide = self.size, self.slide
         start = TimeWindow.get_window_start_with_offset(timestamp, self.offset, slide)
         windows = []
@@ -245,7 +252,7 @@ class _Sliding(WindowAssigner):
         return f"{self._name}({self.size}, {self.slide}, {self.offset})"
 
 
-class SlidingEventTimeWindows(_Sliding):
+class SlidingEventTimeWindows(_EventTime, _Sliding):
     """Windows of ``size`` by event time, one starting every ``slide`` (plus ``offset``), so an element is
     in about ``size / slide`` of them, latest start first. As in Flink, a slide larger than the size is
     allowed (elements between windows belong to none); ``abs(offset) < slide`` is required.
@@ -267,19 +274,8 @@ class SlidingEventTimeWindows(_Sliding):
         """
         return SlidingEventTimeWindows(size, slide, offset)
 
-    def assign_windows(self, element, timestamp, context) -> list:
-        if timestamp is None:
-            raise _no_timestamp(self)
-        return self._windows(timestamp)
 
-    def get_default_trigger(self, env=None) -> Trigger:
-        return EventTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return True
-
-
-class SlidingProcessingTimeWindows(_Sliding):
+class SlidingProcessingTimeWindows(_ProcessingTime, _Sliding):
     """Sliding windows of ``size`` every ``slide`` by the operator's processing-time clock.
 
     >>> class At(WindowAssigner.WindowAssignerContext):
@@ -298,15 +294,6 @@ class SlidingProcessingTimeWindows(_Sliding):
         5
         """
         return SlidingProcessingTimeWindows(size, slide, offset)
-
-    def assign_windows(self, element, timestamp, context) -> list:
-        return self._windows(context.get_current_processing_time())
-
-    def get_default_trigger(self, env=None) -> Trigger:
-        return ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return False
 
 
 class SessionWindowTimeGapExtractor:
@@ -338,6 +325,9 @@ class _Sessions(MergingWindowAssigner):
     def __init__(self, gap):
         self.gap = positive_span(gap, f"{self._name}.with_gap", "session gap")
 
+    def _windows(self, element, timestamp: int) -> list:
+        return [TimeWindow(timestamp, timestamp + self.gap)]
+
     def merge_windows(self, windows, callback) -> None:
         TimeWindow.merge_windows(windows, callback)
 
@@ -360,6 +350,9 @@ class _DynamicSessions(MergingWindowAssigner):
                 f"return a whole number of milliseconds greater than 0 (Flink: 0 < gap).")
         return gap
 
+    def _windows(self, element, timestamp: int) -> list:
+        return [TimeWindow(timestamp, timestamp + self._gap(element))]
+
     def merge_windows(self, windows, callback) -> None:
         TimeWindow.merge_windows(windows, callback)
 
@@ -367,7 +360,7 @@ class _DynamicSessions(MergingWindowAssigner):
         return f"{self._name}({self.extractor!r})"
 
 
-class DynamicEventTimeSessionWindows(_DynamicSessions):
+class DynamicEventTimeSessionWindows(_EventTime, _DynamicSessions):
     """Event-time sessions whose gap each element sets: an element at ``t`` with gap ``g`` opens
     ``[t, t + g)``, and overlapping or touching windows of a key merge.
 
@@ -389,19 +382,8 @@ class DynamicEventTimeSessionWindows(_DynamicSessions):
         """
         return DynamicEventTimeSessionWindows(extractor)
 
-    def assign_windows(self, element, timestamp, context) -> list:
-        if timestamp is None:
-            raise _no_timestamp(self)
-        return [TimeWindow(timestamp, timestamp + self._gap(element))]
 
-    def get_default_trigger(self, env=None) -> Trigger:
-        return EventTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return True
-
-
-class DynamicProcessingTimeSessionWindows(_DynamicSessions):
+class DynamicProcessingTimeSessionWindows(_ProcessingTime, _DynamicSessions):
     """Processing-time sessions whose gap each element sets.
 
     >>> class At(WindowAssigner.WindowAssignerContext):
@@ -421,18 +403,8 @@ class DynamicProcessingTimeSessionWindows(_DynamicSessions):
         """
         return DynamicProcessingTimeSessionWindows(extractor)
 
-    def assign_windows(self, element, timestamp, context) -> list:
-        now = context.get_current_processing_time()
-        return [TimeWindow(now, now + self._gap(element))]
 
-    def get_default_trigger(self, env=None) -> Trigger:
-        return ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return False
-
-
-class EventTimeSessionWindows(_Sessions):
+class EventTimeSessionWindows(_EventTime, _Sessions):
     """Event-time sessions: an element at ``t`` opens ``[t, t + gap)``, and windows of a key that overlap
     or touch merge, so a session ends after ``gap`` without elements.
 
@@ -464,19 +436,8 @@ class EventTimeSessionWindows(_Sessions):
         """
         return DynamicEventTimeSessionWindows(extractor)
 
-    def assign_windows(self, element, timestamp, context) -> list:
-        if timestamp is None:
-            raise _no_timestamp(self)
-        return [TimeWindow(timestamp, timestamp + self.gap)]
 
-    def get_default_trigger(self, env=None) -> Trigger:
-        return EventTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return True
-
-
-class ProcessingTimeSessionWindows(_Sessions):
+class ProcessingTimeSessionWindows(_ProcessingTime, _Sessions):
     """Processing-time sessions: an element arriving at processing time ``t`` opens ``[t, t + gap)``.
 
     >>> class At(WindowAssigner.WindowAssignerContext):
@@ -504,16 +465,6 @@ class ProcessingTimeSessionWindows(_Sessions):
         DynamicProcessingTimeSessionWindows(<built-in function len>)
         """
         return DynamicProcessingTimeSessionWindows(extractor)
-
-    def assign_windows(self, element, timestamp, context) -> list:
-        now = context.get_current_processing_time()
-        return [TimeWindow(now, now + self.gap)]
-
-    def get_default_trigger(self, env=None) -> Trigger:
-        return ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return False
 
 
 _GLOBAL = [GlobalWindow.get()]

@@ -421,7 +421,10 @@ class WindowOperator(OneInputOperator):
         self.evictor = evictor if evictor is not None else getattr(assigner, "get_default_evictor", lambda: None)()
         self.allowed_lateness = allowed_lateness
         self.late_tag = late_tag
-        self.contents = contents if contents is not None else Elements()
+        contents = contents if contents is not None else Elements()
+        # An evictor needs the elements: a reduce or aggregate then runs over what it keeps when the window fires.
+        self.fold_on_fire = contents if self.evictor is not None and contents.incremental else None
+        self.contents = Elements() if self.fold_on_fire is not None else contents
         self.window_function = window_function
         self.pre = pre
         self.late_records_dropped = 0
@@ -766,14 +769,21 @@ class WindowOperator(OneInputOperator):
         emitted.add(self.call(self.key, window, contents, context), window.max_timestamp(), self.name)
 
     def _evicted(self, window, state_window, elements: list) -> list:
-        """Evictor before, the function's view, evictor after (Flink's ``EvictingWindowOperator``)."""
+        """Evictor before, the function's view, evictor after (Flink's ``EvictingWindowOperator``); a reduce or
+        aggregate folds the view."""
         elements = list(elements)
         evictor, ctx = self.evictor, self.evictor_context
         evictor.evict_before(elements, len(elements), window, ctx)
         values = [e.get_value() for e in elements]
         evictor.evict_after(elements, len(elements), window, ctx)
         self.panes.put(state_window, elements) if elements else self.panes.remove(state_window)
-        return values
+        fold = self.fold_on_fire
+        if fold is None:
+            return values
+        accumulator = None
+        for value in values:
+            accumulator = fold.add(accumulator, value)
+        return [] if accumulator is None else fold.result(accumulator)
 
     # -- timers
 

@@ -319,7 +319,42 @@ def _java_remainder(dividend: int, divisor: int) -> int:
     return -remainder if dividend < 0 else remainder
 
 
-class ContinuousEventTimeTrigger(Trigger):
+class _Continuous(Trigger):
+    """What the continuous triggers share: the next fire time in reducing state, a timer in their domain."""
+
+    def __init__(self, interval, where: str):
+        self.interval = positive_span(interval, where, "interval")
+        self.state_descriptor = ReducingStateDescriptor("fire-time", min)
+
+    def _register_timer(self, ctx, time: int) -> None:
+        raise NotImplementedError
+
+    def _delete_timer(self, ctx, time: int) -> None:
+        raise NotImplementedError
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx) -> None:
+        ctx.merge_partitioned_state(self.state_descriptor)
+        next_fire = ctx.get_partitioned_state(self.state_descriptor).get()
+        if next_fire is not None:
+            self._register_timer(ctx, next_fire)
+
+    def clear(self, window, ctx) -> None:
+        fire_time = ctx.get_partitioned_state(self.state_descriptor)
+        next_fire = fire_time.get()
+        if next_fire is not None:
+            self._delete_timer(ctx, next_fire)
+            fire_time.clear()
+
+    def _register_next(self, time: int, window, ctx, fire_time) -> None:
+        next_fire = min(time + self.interval, window.max_timestamp())
+        fire_time.add(next_fire)
+        self._register_timer(ctx, next_fire)
+
+
+class ContinuousEventTimeTrigger(_Continuous):
     """Fires every ``interval`` of event time (at multiples of the interval, as the watermark passes them)
     and at the end of the window. Keeps the next fire time in reducing state named ``"fire-time"``.
 
@@ -334,8 +369,13 @@ class ContinuousEventTimeTrigger(Trigger):
     """
 
     def __init__(self, interval):
-        self.interval = positive_span(interval, "ContinuousEventTimeTrigger.of", "interval")
-        self.state_descriptor = ReducingStateDescriptor("fire-time", min)
+        super().__init__(interval, "ContinuousEventTimeTrigger.of")
+
+    def _register_timer(self, ctx, time: int) -> None:
+        ctx.register_event_time_timer(time)
+
+    def _delete_timer(self, ctx, time: int) -> None:
+        ctx.delete_event_time_timer(time)
 
     @staticmethod
     def of(interval) -> "ContinuousEventTimeTrigger":
@@ -373,32 +413,11 @@ class ContinuousEventTimeTrigger(Trigger):
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window, ctx) -> None:
-        ctx.merge_partitioned_state(self.state_descriptor)
-        next_fire = ctx.get_partitioned_state(self.state_descriptor).get()
-        if next_fire is not None:
-            ctx.register_event_time_timer(next_fire)
-
-    def clear(self, window, ctx) -> None:
-        fire_time = ctx.get_partitioned_state(self.state_descriptor)
-        next_fire = fire_time.get()
-        if next_fire is not None:
-            ctx.delete_event_time_timer(next_fire)
-            fire_time.clear()
-
-    def _register_next(self, time: int, window, ctx, fire_time) -> None:
-        next_fire = min(time + self.interval, window.max_timestamp())
-        fire_time.add(next_fire)
-        ctx.register_event_time_timer(next_fire)
-
     def __repr__(self) -> str:
         return f"ContinuousEventTimeTrigger({self.interval})"
 
 
-class ContinuousProcessingTimeTrigger(Trigger):
+class ContinuousProcessingTimeTrigger(_Continuous):
     """Fires every ``interval`` of processing time (at multiples of the interval) until the window ends.
     Keeps the next fire time in reducing state named ``"fire-time"``.
 
@@ -413,8 +432,13 @@ class ContinuousProcessingTimeTrigger(Trigger):
     """
 
     def __init__(self, interval):
-        self.interval = positive_span(interval, "ContinuousProcessingTimeTrigger.of", "interval")
-        self.state_descriptor = ReducingStateDescriptor("fire-time", min)
+        super().__init__(interval, "ContinuousProcessingTimeTrigger.of")
+
+    def _register_timer(self, ctx, time: int) -> None:
+        ctx.register_processing_time_timer(time)
+
+    def _delete_timer(self, ctx, time: int) -> None:
+        ctx.delete_processing_time_timer(time)
 
     @staticmethod
     def of(interval) -> "ContinuousProcessingTimeTrigger":
@@ -442,27 +466,6 @@ class ContinuousProcessingTimeTrigger(Trigger):
 
     def on_event_time(self, time, window, ctx) -> TriggerResult:
         return TriggerResult.CONTINUE
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window, ctx) -> None:
-        ctx.merge_partitioned_state(self.state_descriptor)
-        next_fire = ctx.get_partitioned_state(self.state_descriptor).get()
-        if next_fire is not None:
-            ctx.register_processing_time_timer(next_fire)
-
-    def clear(self, window, ctx) -> None:
-        fire_time = ctx.get_partitioned_state(self.state_descriptor)
-        next_fire = fire_time.get()
-        if next_fire is not None:
-            ctx.delete_processing_time_timer(next_fire)
-            fire_time.clear()
-
-    def _register_next(self, time: int, window, ctx, fire_time) -> None:
-        next_fire = min(time + self.interval, window.max_timestamp())
-        fire_time.add(next_fire)
-        ctx.register_processing_time_timer(next_fire)
 
     def __repr__(self) -> str:
         return f"ContinuousProcessingTimeTrigger({self.interval})"

@@ -36,21 +36,6 @@ from runtime.types import TypeInformation
 __all__ = ["WindowedStream", "AllWindowedStream"]
 
 
-class _Folded:
-    """With an evictor, a reduce or aggregate runs over the elements left when the window fires."""
-
-    def __init__(self, contents, then: Callable | None):
-        self.contents = contents
-        self.then = then
-
-    def __call__(self, key, window, elements):
-        accumulator = None
-        for element in elements:
-            accumulator = self.contents.add(accumulator, element)
-        result = [] if accumulator is None else self.contents.result(accumulator)
-        return result if self.then is None else self.then(key, window, result)
-
-
 class WindowedStream:
     """A keyed stream cut into windows (``KeyedStream.window(assigner)``); end it with a window function.
 
@@ -167,21 +152,13 @@ class WindowedStream:
                                 "(its can_merge() is false): use a trigger that can, e.g. EventTimeTrigger or "
                                 "CountTrigger, or implement can_merge() and on_merge() in yours.")
         key_selector = self._stream._key_selector
-        function = window_function
-        if (evictor is not None or getattr(assigner, "get_default_evictor", lambda: None)() is not None) \
-                and contents.incremental:
-            from operators.window.operator import _window_call
-
-            then = None if window_function is None else _window_call(window_function)
-            function = _Folded(contents, None if then is None else (lambda k, w, r: then(k, w, r, None)))
-            contents = Elements()
         name = f"Window({assigner!r}, {type(trigger).__name__}, {kind})"
         if self._all:
             name = name.replace("Window(", "WindowAll(", 1)
         stream = self._stream
         t = stream._then("operator", name,
                          lambda n: WindowOperator(n, key_selector, assigner, trigger, evictor, lateness, late_tag,
-                                                  contents, function),
+                                                  contents, window_function),
                          output_type)
         if self._all:
             t.parallelism = 1  # one subtask sees every record, as in Flink

@@ -89,9 +89,13 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self.current_key = key
         self._current_group_id = group
         if self._snapshots:
-            for snapshot in self._snapshots:
-                if group in snapshot.pending:
-                    snapshot.touch(group)
+            self._capture(group)
+
+    def _capture(self, group: int) -> None:
+        """Copy-on-write: a snapshot still writing ``group`` captures it before it is changed (or handed out)."""
+        for snapshot in self._snapshots:
+            if group in snapshot.pending:
+                snapshot.touch(group)
 
     def get_current_key(self) -> Any:
         return self.current_key
@@ -145,9 +149,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             if group is None:
                 group = group_of(key)
             if snapshots:  # the caller may change a value in place (an accumulator): capture its group first
-                for snapshot in snapshots:
-                    if group in snapshot.pending:
-                        snapshot.touch(group)
+                self._capture(group)
             table = groups.get(group)
             append(None if table is None else table.get(key))
         return values
@@ -162,9 +164,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             if group is None:
                 group = group_of(key)
             if snapshots:
-                for snapshot in snapshots:  # copy-on-write: a pending group is captured before it changes
-                    if group in snapshot.pending:
-                        snapshot.touch(group)
+                self._capture(group)
             table = groups.get(group)
             if table is None:
                 table = groups[group] = {}
@@ -179,10 +179,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             group = cached(key)
             if group is None:
                 group = group_of(key)
-            if snapshots:  # copy-on-write: a pending group is captured before it changes
-                for snapshot in snapshots:
-                    if group in snapshot.pending:
-                        snapshot.touch(group)
+            if snapshots:
+                self._capture(group)
             table = groups.get(group)
             if table is None:
                 table = groups[group] = {}
