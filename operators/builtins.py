@@ -25,11 +25,9 @@ from operators.functions import Function, TimeDomain
 from operators.operator import OneInputOperator
 from operators.timers import EVENT_TIMERS, PROCESSING_TIMERS, KeyedTimerService, NonKeyedTimerService, TimerQueue
 from runtime.errors import FunctionContractError
-from runtime.keys.canonical import canonical_key
+from runtime.keys.canonical import PLAIN_KEY_TYPES, canonical_key
 from runtime.protocol.records import TimestampedBatch
 from runtime.side_outputs import OutputTag, SideOutputRecord
-
-_PLAIN_KEY_TYPES = frozenset({int, str, bytes, bool, type(None)})  # keys that are their own canonical form
 
 __all__ = [
     "MapOperator",
@@ -408,7 +406,7 @@ class KeyedReduceOperator(OneInputOperator):
         reduce = self.call
         keys = [self.key_selector(r) for r in records]
         distinct = list(dict.fromkeys(keys))
-        if not _PLAIN_KEY_TYPES.issuperset(map(type, distinct)):  # floats or tuples: NaNs must be one key
+        if not PLAIN_KEY_TYPES.issuperset(map(type, distinct)):  # floats or tuples: NaNs must be one key
             canonical = [canonical_key(k) for k in distinct]
             if any(c is not k for c, k in zip(canonical, distinct)):  # a NaN: records' keys follow
                 to_canonical = dict(zip(distinct, canonical))

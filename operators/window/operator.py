@@ -53,7 +53,7 @@ from operators.window.merging import MergingWindowSet
 from operators.window.triggers import EventTimeTrigger, Trigger
 from operators.window.windows import TimeWindow
 from runtime.errors import FunctionContractError, StateUsageError
-from runtime.keys.canonical import canonical_key
+from runtime.keys.canonical import canonical_keys
 from runtime.protocol.events import MAX_WATERMARK
 from runtime.protocol.records import TimestampedBatch
 from runtime.side_outputs import OutputTag, SideOutputRecord
@@ -69,7 +69,6 @@ __all__ = ["WindowOperator", "Reduce", "Aggregate", "Elements"]
 
 log = logging.getLogger(__name__)
 
-_PLAIN_KEY_TYPES = frozenset({int, str, bytes, bool, type(None)})  # keys that are their own canonical form
 _CONTENTS = "window/contents"
 _ALIGNED = "window/aligned/"  # + "<start>/<end>": one value state per window (see _aligned_batch)
 _MISSING = object()
@@ -568,9 +567,7 @@ class WindowOperator(OneInputOperator):
         slide = getattr(assigner, "slide", size)
         late_start = self.watermark - size + 1  # a window starting at or before this has ended
         key_of = self.key_selector
-        keys = [key_of(r) for r in records]
-        if not _PLAIN_KEY_TYPES.issuperset(set(map(type, keys))):  # floats or tuples: every NaN is one key
-            keys = [canonical_key(k) for k in keys]
+        keys = canonical_keys([key_of(r) for r in records])  # floats or tuples: every NaN is one key
         if slide == size:
             first = timestamps[0] - (timestamps[0] - offset) % size
             if first > late_start and min(timestamps) >= first and max(timestamps) < first + size:

@@ -21,7 +21,7 @@ True
 
 from __future__ import annotations
 
-__all__ = ["canonical_key", "NAN_KEY"]
+__all__ = ["canonical_key", "canonical_keys", "NAN_KEY", "PLAIN_KEY_TYPES"]
 
 
 class _NaNKey(float):
@@ -54,3 +54,18 @@ def canonical_key(key):
         make = getattr(type(key), "_make", None)  # a namedtuple
         return make(parts) if make is not None else tuple(parts)
     return key
+
+
+PLAIN_KEY_TYPES = frozenset({int, str, bytes, bool, type(None)})  # keys that are their own canonical form
+
+
+def canonical_keys(keys: list) -> list:
+    """``keys`` with every key canonical; the list itself when all are of a plain type (the usual case).
+
+    >>> keys = [1, "a"]
+    >>> canonical_keys(keys) is keys, canonical_keys([float("nan"), float("nan")])[1] is NAN_KEY
+    (True, True)
+    """
+    if PLAIN_KEY_TYPES.issuperset(set(map(type, keys))):
+        return keys
+    return [canonical_key(k) for k in keys]
