@@ -3,6 +3,7 @@
 from operators.file_sink import FileSink
 from operators.file_source import FileSource
 from operators.functions import (
+    BroadcastProcessFunction,
     CoFlatMapFunction,
     CoGroupFunction,
     CoMapFunction,
@@ -11,6 +12,7 @@ from operators.functions import (
     FlatMapFunction,
     Function,
     JoinFunction,
+    KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,
@@ -96,6 +98,8 @@ __all__ = [
     "ProcessJoinFunction",
     "JoinFunction",
     "CoGroupFunction",
+    "BroadcastProcessFunction",
+    "KeyedBroadcastProcessFunction",
     "WindowFunction",
     "AllWindowFunction",
     "ProcessWindowFunction",

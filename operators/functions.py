@@ -37,6 +37,8 @@ __all__ = [
     "ProcessJoinFunction",
     "JoinFunction",
     "CoGroupFunction",
+    "BroadcastProcessFunction",
+    "KeyedBroadcastProcessFunction",
     "as_callable",
     "Partitioner",
 ]
@@ -422,6 +424,99 @@ class CoGroupFunction(Function):
 
     def co_group(self, first: Iterable[Any], second: Iterable[Any]) -> Iterable[Any]:
         raise NotImplementedError
+
+
+class BroadcastProcessFunction(Function):
+    """Processes a stream connected with a broadcast stream (``stream.connect(rules.broadcast(descriptor))``):
+    ``process_broadcast_element`` sees every broadcast record on every subtask and may change the broadcast
+    state (``ctx.get_broadcast_state(descriptor)``); ``process_element`` sees this subtask's share of the other
+    stream and may only read it. Every subtask must change its broadcast state alike for a broadcast record,
+    whatever the order in which broadcast records arrive: that is what keeps the copies equal.
+
+    >>> from state_backends import MapStateDescriptor
+    >>> RATES = MapStateDescriptor("rates")
+    >>> class Convert(BroadcastProcessFunction):
+    ...     def process_broadcast_element(self, rate, ctx):
+    ...         ctx.get_broadcast_state(RATES).put(rate[0], rate[1])
+    ...     def process_element(self, price, ctx):
+    ...         rate = ctx.get_broadcast_state(RATES).get(price[0])
+    ...         if rate is not None:
+    ...             yield price[1] * rate
+    >>> from runtime import StreamExecutionEnvironment
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> rates = env.from_collection([("EUR", 1.1)]).broadcast(RATES)
+    >>> env.from_collection([("EUR", 10.0)]).connect(rates).process(Convert()).get_name()
+    'Broadcast-Process'
+    """
+
+    class ReadOnlyContext(ProcessFunction.Context):
+        """The ``ctx`` of ``process_element``: the broadcast state, read-only."""
+
+        def get_broadcast_state(self, state_descriptor):
+            raise NotImplementedError
+
+        def current_processing_time(self) -> int:
+            raise NotImplementedError
+
+        def current_watermark(self) -> int:
+            raise NotImplementedError
+
+    class Context(ReadOnlyContext):
+        """The ``ctx`` of ``process_broadcast_element``: the broadcast state, writable."""
+
+    def process_element(self, value: Any, ctx: "BroadcastProcessFunction.ReadOnlyContext") -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_broadcast_element(self, value: Any, ctx: "BroadcastProcessFunction.Context") -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+class KeyedBroadcastProcessFunction(Function):
+    """:class:`BroadcastProcessFunction` on a keyed stream (``keyed.connect(broadcast_stream)``): ``process_element``
+    also has keyed state, ``ctx.get_current_key()`` and timers (``on_timer`` as in :class:`KeyedProcessFunction`);
+    ``process_broadcast_element`` may visit the keyed state of every key of this subtask with
+    ``ctx.apply_to_keyed_state(descriptor, function(key, state))``.
+
+    >>> from state_backends import MapStateDescriptor
+    >>> LIMITS = MapStateDescriptor("limits")
+    >>> class OverLimit(KeyedBroadcastProcessFunction):
+    ...     def process_broadcast_element(self, limit, ctx):
+    ...         ctx.get_broadcast_state(LIMITS).put("max", limit)
+    ...     def process_element(self, reading, ctx):
+    ...         limit = ctx.get_broadcast_state(LIMITS).get("max")
+    ...         if limit is not None and reading[1] > limit:
+    ...             yield ctx.get_current_key(), reading[1]
+    >>> from runtime import StreamExecutionEnvironment
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> limits = env.from_collection([50]).broadcast(LIMITS)
+    >>> readings = env.from_collection([("s1", 70)]).key_by(lambda r: r[0])
+    >>> readings.connect(limits).process(OverLimit()).get_name()
+    'Keyed-Broadcast-Process'
+    """
+
+    class ReadOnlyContext(BroadcastProcessFunction.ReadOnlyContext):
+        def get_current_key(self) -> Any:
+            raise NotImplementedError
+
+    class Context(BroadcastProcessFunction.Context):
+        def apply_to_keyed_state(self, state_descriptor, function) -> None:
+            """Call ``function(key, state)`` for every key of this subtask that has ``state_descriptor``'s state."""
+            raise NotImplementedError
+
+    class OnTimerContext(ReadOnlyContext):
+        def time_domain(self) -> TimeDomain:
+            raise NotImplementedError
+
+    def process_element(self, value: Any, ctx: "KeyedBroadcastProcessFunction.ReadOnlyContext"
+                        ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_broadcast_element(self, value: Any, ctx: "KeyedBroadcastProcessFunction.Context"
+                                  ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def on_timer(self, timestamp: int, ctx: "KeyedBroadcastProcessFunction.OnTimerContext") -> Iterable[Any] | None:
+        """A timer of the current key fired at ``timestamp``: return or yield records to emit."""
 
 
 class Partitioner(Function):

@@ -9,6 +9,7 @@ A PyFlink program ports by replacing ``pyflink`` with ``runtime`` in its imports
 """
 
 from operators.functions import (
+    BroadcastProcessFunction,
     CoFlatMapFunction,
     CoGroupFunction,
     CoMapFunction,
@@ -17,6 +18,7 @@ from operators.functions import (
     FlatMapFunction,
     Function,
     JoinFunction,
+    KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,
@@ -35,6 +37,7 @@ from operators.window.functions import (
     WindowFunction,
 )
 from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode
+from runtime.datastream.broadcast_stream import BroadcastConnectedStream, BroadcastStream
 from runtime.datastream.connected_streams import ConnectedStreams
 from runtime.datastream.data_stream import CloseableIterator, DataStream, DataStreamSink, KeyedStream
 from runtime.datastream.execution_config import ExecutionConfig
@@ -50,6 +53,8 @@ __all__ = [
     "DataStream",
     "KeyedStream",
     "ConnectedStreams",
+    "BroadcastStream",
+    "BroadcastConnectedStream",
     "WindowedStream",
     "AllWindowedStream",
     "DataStreamSink",
@@ -75,6 +80,8 @@ __all__ = [
     "ProcessJoinFunction",
     "JoinFunction",
     "CoGroupFunction",
+    "BroadcastProcessFunction",
+    "KeyedBroadcastProcessFunction",
     "WindowFunction",
     "AllWindowFunction",
     "ProcessWindowFunction",

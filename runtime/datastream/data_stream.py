@@ -472,15 +472,29 @@ class DataStream(_Named):
         """
         return self._repartition(FORWARD, "Forward")
 
-    def broadcast(self) -> "DataStream":
-        """Send every record to every subtask of the next operator.
+    def broadcast(self, *broadcast_state_descriptors):
+        """Send every record to every subtask of the next operator. Given MapStateDescriptors, return a
+        :class:`~runtime.datastream.broadcast_stream.BroadcastStream` to ``connect`` another stream with: the
+        operator then keeps those broadcast states (see ``BroadcastProcessFunction``).
 
         >>> from runtime import StreamExecutionEnvironment
+        >>> from state_backends import MapStateDescriptor, ValueStateDescriptor
         >>> env = StreamExecutionEnvironment.get_execution_environment()
         >>> env.from_collection(["config"]).broadcast().get_name()
         'Broadcast'
+        >>> try:
+        ...     env.from_collection(["config"]).broadcast(ValueStateDescriptor("config"))
+        ... except Exception as e:
+        ...     print(e)
+        broadcast() takes MapStateDescriptors (broadcast state is a map), got ValueStateDescriptor: use MapStateDescriptor(name, key_type, value_type).
         """
-        return self._repartition(BROADCAST, "Broadcast")
+        if not broadcast_state_descriptors:
+            return self._repartition(BROADCAST, "Broadcast")
+        from runtime.datastream.broadcast_stream import BroadcastStream, checked_descriptors
+
+        self._require_records("broadcast state")
+        descriptors = checked_descriptors(broadcast_state_descriptors)
+        return BroadcastStream(self._repartition(BROADCAST, "Broadcast"), descriptors)
 
     def get_side_output(self, output_tag: OutputTag) -> "DataStream":
         """The records this operator emitted under ``output_tag`` (``yield output_tag, value`` in a process
@@ -500,11 +514,14 @@ class DataStream(_Named):
         >>> env.from_collection([1]).connect(env.from_collection(["a"])).map(str, str.upper).get_name()
         'Co-Map'
         """
+        from runtime.datastream.broadcast_stream import BroadcastConnectedStream, BroadcastStream
         from runtime.datastream.connected_streams import ConnectedStreams
 
+        if isinstance(other, BroadcastStream):
+            return BroadcastConnectedStream(self, other)
         if not isinstance(other, DataStream):
-            raise ApiUsageError(f"connect() expects a DataStream, got {type(other).__name__} (broadcast state is "
-                                "not in Chandy yet: connect the broadcast() stream as an ordinary second input)")
+            raise ApiUsageError(f"connect() expects a DataStream or a BroadcastStream (stream.broadcast("
+                                f"MapStateDescriptor(...))), got {type(other).__name__}")
         return ConnectedStreams(self, other)
 
     def join(self, other: "DataStream"):

@@ -5,6 +5,7 @@
 'count'
 """
 
+from operators.broadcast import BroadcastState, ReadOnlyBroadcastState
 from state_backends.base import AggregatingState, ListState, MapState, ReducingState, State, ValueState
 from state_backends.descriptors import (
     AggregatingStateDescriptor,
@@ -28,4 +29,6 @@ __all__ = [
     "MapStateDescriptor",
     "ReducingStateDescriptor",
     "AggregatingStateDescriptor",
+    "BroadcastState",
+    "ReadOnlyBroadcastState",
 ]
