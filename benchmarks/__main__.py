@@ -131,6 +131,7 @@ def main(argv=None) -> int:
 
     import tempfile
 
+    from benchmarks.batch import expected_counts, run_bounded_reduce
     from benchmarks.checkpoint_dip import run_checkpoint_dip
     from benchmarks.latency import run_chandy_latency, run_sss_latency
     from benchmarks.machine import cpu_steadiness, describe_machine
@@ -145,6 +146,7 @@ def main(argv=None) -> int:
         run_sss_window_latency,
         run_sss_windowed,
     )
+    from runtime.datastream import RuntimeExecutionMode
 
     steadiness = [cpu_steadiness()]
     # Snapshot costs first, on a quiet machine (after Spark, its JVM's teardown descheduled the measurement).
@@ -204,6 +206,17 @@ def main(argv=None) -> int:
                                   args.parallelism),
         run_sss_window_latency(spark, (sss_windowed["records_per_s"] or 100_000) / 2, 8 if args.quick else 20),
     ]
+    # the same bounded job in batch and in streaming mode, alternated (issue 15: batch must be faster)
+    bounded_records = 200_000 if args.quick else 10_000_000
+    expected_bounded = expected_counts(bounded_records, args.keys)
+    bounded_runs: dict = {RuntimeExecutionMode.BATCH: [], RuntimeExecutionMode.STREAMING: []}
+    for repeat in range(repeats):
+        modes = [RuntimeExecutionMode.BATCH, RuntimeExecutionMode.STREAMING]
+        for mode in modes if repeat % 2 == 0 else modes[::-1]:
+            bounded_runs[mode].append(run_bounded_reduce(spark, bounded_records, args.keys, args.parallelism, mode,
+                                                         expected_bounded))
+    batch, streaming = (median_run(bounded_runs[m]) for m in (RuntimeExecutionMode.BATCH,
+                                                              RuntimeExecutionMode.STREAMING))
     spark.stop()
     steadiness.append(cpu_steadiness())
 
@@ -256,6 +269,14 @@ def main(argv=None) -> int:
                     if row["measured"] else "measured nothing")
         print(f"window result after its end {row['variant']:32} at {row['rate']:>9,}/s: {measured}")
     report["windows"] = {"results": [windowed, sss_windowed], "latency": window_latencies}
+    batch_ratio = format_ratio(ratio(batch["records_per_s"] if batch["measured"] else None,
+                                     streaming["records_per_s"]))
+    for row in (batch, streaming):
+        versus = format_ratio(ratio(row["records_per_s"] if row["measured"] else None, jvm))
+        print(f"{row['variant']:42} {format_rate(row):>16} {row['records_emitted']:>12,} {versus:>11} "
+              f"{'':>10} {row['exact']}" + (f"  ({batch_ratio} streaming mode)" if row is batch else ""))
+    report["batch"] = {"results": [batch, streaming], "batch_vs_streaming": ratio(
+        batch["records_per_s"] if batch["measured"] else None, streaming["records_per_s"])}
     report["checkpoint_overhead"] = overhead
     report["columnar_checkpoint_overhead"] = columnar_overhead
     os.makedirs(args.out, exist_ok=True)
@@ -264,7 +285,8 @@ def main(argv=None) -> int:
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
     print(f"written: {path}")
-    return 0 if results_ok(report["results"]) and results_ok(report["windows"]["results"]) else 1
+    return 0 if all(results_ok(rows) for rows in (report["results"], report["windows"]["results"],
+                                                  report["batch"]["results"])) else 1
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ __all__ = ["RuntimeExecutionMode"]
 
 class RuntimeExecutionMode(Enum):
     """How a job runs: ``STREAMING`` (records flow as they come, checkpoints, exactly-once after failures),
-    ``BATCH`` (Flink's batch semantics for bounded input: not in Chandy yet), ``AUTOMATIC`` (batch when every
-    source is bounded, else streaming: Chandy runs it as streaming, which gives bounded jobs the same
-    final result).
+    ``BATCH`` (Flink's batch semantics for bounded input: each key's records together, timers and windows at
+    the end, final values only, no checkpoints), ``AUTOMATIC`` (batch when every source is bounded, else
+    streaming). See ``StreamExecutionEnvironment.set_runtime_mode``.
 
     >>> RuntimeExecutionMode["AUTOMATIC"].value
     'AUTOMATIC'

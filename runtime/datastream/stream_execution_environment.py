@@ -46,6 +46,10 @@ DEFAULT_BUFFER_TIMEOUT_MS = 5.0
 DEFAULT_BATCH_SIZE = 4096
 
 
+_UNBOUNDED_IN_BATCH = ("Source '{}' is unbounded, and BATCH mode needs every source to end: run the job in "
+                       "STREAMING mode (set_runtime_mode(RuntimeExecutionMode.STREAMING)), or give the source an end.")
+
+
 def _interactive() -> bool:
     """Whether the program is a REPL or a notebook (a script's Ctrl-C ends it; theirs must not)."""
     return hasattr(sys, "ps1") or bool(sys.flags.interactive) or "ipykernel" in sys.modules
@@ -213,23 +217,39 @@ class StreamExecutionEnvironment:
         return self._execution_config
 
     def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> "StreamExecutionEnvironment":
-        """``STREAMING`` (the default) or ``AUTOMATIC`` (run as streaming: bounded jobs end with the same
-        result). ``BATCH`` (Flink's batch semantics) is not in Chandy yet, and says so.
+        """``STREAMING`` (the default), ``BATCH`` or ``AUTOMATIC`` (batch when every source is bounded).
+
+        In ``BATCH`` mode (every source must be bounded) a keyed operator sees each key's records together once
+        its input is complete, event-time timers and windows fire once at the end, a ``reduce`` emits only each
+        key's final value, no checkpoints are taken, and a failure runs the job again from the start. The
+        final result is the streaming job's, reached with less work.
 
         >>> from runtime.datastream.execution_mode import RuntimeExecutionMode
+        >>> from operators.sources import SequenceSource
         >>> env = StreamExecutionEnvironment.get_execution_environment()
-        >>> env.set_runtime_mode(RuntimeExecutionMode.AUTOMATIC).get_runtime_mode()
-        <RuntimeExecutionMode.AUTOMATIC: 'AUTOMATIC'>
+        >>> env.set_runtime_mode(RuntimeExecutionMode.BATCH).get_runtime_mode()
+        <RuntimeExecutionMode.BATCH: 'BATCH'>
+        >>> try:
+        ...     env.from_source(SequenceSource(0), "forever")
+        ... except Exception as e:
+        ...     print(e)
+        Source 'forever' is unbounded, and BATCH mode needs every source to end: run the job in STREAMING mode (set_runtime_mode(RuntimeExecutionMode.STREAMING)), or give the source an end.
         """
         if not isinstance(execution_mode, RuntimeExecutionMode):
             raise ConfigurationError(f"set_runtime_mode() expects a RuntimeExecutionMode, got {execution_mode!r}")
         if execution_mode is RuntimeExecutionMode.BATCH:
-            raise ConfigurationError(
-                "RuntimeExecutionMode.BATCH is not in Chandy yet. Run the job in STREAMING (the default) or "
-                "AUTOMATIC mode: a bounded job ends with the same final result, only without batch mode's "
-                "per-key sorting (a reduce emits every running value, not only the last).")
+            for t in self._transformations:
+                if t.kind == "source" and not t.bounded:
+                    raise ConfigurationError(_UNBOUNDED_IN_BATCH.format(t.name))
         self._runtime_mode = execution_mode
         return self
+
+    def _batch(self) -> bool:
+        """Whether the declared job runs in batch mode (BATCH, or AUTOMATIC with every source bounded)."""
+        mode = self._runtime_mode
+        if mode is RuntimeExecutionMode.AUTOMATIC:
+            return all(t.bounded for t in self._transformations if t.kind == "source")
+        return mode is RuntimeExecutionMode.BATCH
 
     def get_runtime_mode(self) -> RuntimeExecutionMode:
         return self._runtime_mode
@@ -322,9 +342,12 @@ class StreamExecutionEnvironment:
                                     f"WatermarkStrategy, got {type(watermark_strategy).__name__}")
             strategy = watermark_strategy
         source_name = source_name or "Custom Source"
+        bounded = bool(getattr(source, "bounded", True))
+        if not bounded and self._runtime_mode is RuntimeExecutionMode.BATCH:
+            raise ConfigurationError(_UNBOUNDED_IN_BATCH.format(source_name))
         t = Transformation("source", source_name, [], lambda n: SourceReaderOperator(n, source),
                            output_type=type_info, non_parallel=not source.parallel, environment=self,
-                           schema=source.schema)
+                           schema=source.schema, bounded=bounded)
         self._add(t)
         stream = DataStream(self, t)
         if strategy is not None:
@@ -414,7 +437,7 @@ class StreamExecutionEnvironment:
         return compile_job_graph(self._transformations, job_name, self._parallelism, max_parallelism,
                                  self._buffer_timeout_ms, self._batch_size, checkpointing, self._state_backend,
                                  self._chaining, self._execution_config.get_global_job_parameters().to_dict(),
-                                 self._execution_config.get_auto_watermark_interval())
+                                 self._execution_config.get_auto_watermark_interval(), self._batch())
 
     def execute_async(self, job_name: str | None = None, restore_from: int | str | None = None) -> JobClient:
         """Launch the declared job and return at once with a :class:`JobClient`.
@@ -430,28 +453,35 @@ class StreamExecutionEnvironment:
         config = self._checkpoint_config
         # Everything that can be checked without Spark is checked before a SparkSession is created.
         graph = self._compile(job_name, self._max_parallelism)
+        batch = self._batch()
+        checkpointed = config.is_checkpointing_enabled() and not batch
+        if batch and restore_from not in (None, ""):
+            raise ConfigurationError(f"restore_from={restore_from!r} in BATCH mode: a batch job reads its input "
+                                     "from the start and takes no checkpoints. Restore in STREAMING mode.")
+        if batch and config.is_checkpointing_enabled():
+            log.info("Job '%s' runs in BATCH mode: no checkpoints; a failure runs it again from the start.", job_name)
         storage = CheckpointStorage(config.get_checkpoint_storage(), job_name, config.filesystem)
-        if config.is_checkpointing_enabled():
+        if checkpointed:
             storage.check_writable()
         _check_sources_and_sinks(graph)
         for path in self._python_files:
             if "://" not in path and not os.path.exists(path):
                 raise ConfigurationError(f"add_python_file({path!r}): no such file (relative paths are from "
                                          f"{os.getcwd()}).")
-        if not config.is_checkpointing_enabled():
+        if not config.is_checkpointing_enabled() and not batch:
             _warn_about_sinks_that_commit_on_checkpoints(graph)
         # Under spark-submit, the session carries spark.chandy.restoreFrom.
         spark = self._spark or obtain_spark_session(graph.slots)
-        if restore_from is None:
+        if restore_from is None and not batch:
             restore_from = spark.conf.get(RESTORE_CONF, None)
-        if restore_from is None and os.environ.get(RESTORE_JOB_ENV, job_name) == job_name:
+        if restore_from is None and not batch and os.environ.get(RESTORE_JOB_ENV, job_name) == job_name:
             restore_from = os.environ.get(RESTORE_ENV)
         restore = resolve_restore(storage, restore_from) if restore_from not in (None, "") else None
         max_parallelism = self._max_parallelism
         if max_parallelism is None and restore is not None:
             max_parallelism = restore.checkpoint.max_parallelism  # the checkpoint's key groups, as Flink does
         checkpointing = None
-        if config.is_checkpointing_enabled():
+        if checkpointed:
             checkpointing = CheckpointSettings(config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE,
                                                storage)
         graph = self._compile(job_name, max_parallelism, checkpointing)

@@ -63,6 +63,35 @@ def _resolve_inputs(t: Transformation) -> list[tuple[Transformation, Partitioner
     return resolved
 
 
+def _combiner(operator, inputs: list, uid: str) -> OperatorNode | None:
+    """Batch mode: a node that pre-folds a reduce's records before the shuffle, chained to the one upstream
+    operator (see :class:`operators.batch.ReduceCombiner`); None where that does not apply."""
+    from operators.batch import ReduceCombiner
+    from operators.builtins import KeyedReduceOperator, may_use_keyed_state
+
+    if type(operator) is not KeyedReduceOperator or may_use_keyed_state(operator.function) or len(inputs) != 1:
+        return None  # a function with keyed state of its own must fold with its key set, downstream
+    source, partitioner, side_tag, _ = inputs[0]
+    if side_tag is not None or partitioner is None or partitioner.kind != "hash":
+        return None
+    combiner = OperatorNode(f"Combine: {operator.name}", f"{uid}-combine", source.parallelism,
+                            ReduceCombiner(f"Combine: {operator.name}", operator.call, operator.key_selector),
+                            source.output_type, is_source=False, is_sink=False, schema=source.schema)
+    edge = OperatorEdge(source, combiner, FORWARD, None, 1)
+    source.outputs.append(edge)
+    combiner.inputs.append(edge)
+    return combiner
+
+
+def _batch_operator(operator, name: str):
+    from operators.batch import BatchKeyedOperator
+
+    if getattr(operator, "key_selector", None) is None and getattr(operator, "key1", None) is None:
+        raise JobGraphError(f"Operator '{name}' (a running aggregate over Arrow batches) has no batch execution: "
+                            "run the job in STREAMING mode, or call to_rows() and use reduce() in BATCH mode.")
+    return BatchKeyedOperator(operator)
+
+
 def _derive_uid(t: Transformation, input_uids: list[str], seen: dict[str, int]) -> str:
     basis = "|".join([t.kind, t.name, *input_uids])
     occurrence = seen.get(basis, 0)
@@ -98,11 +127,13 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
                       max_parallelism: int | None, buffer_timeout_ms: float, batch_size: int,
                       checkpointing: CheckpointSettings | None = None,
                       state_backend: StateBackend | None = None, chaining: bool = True,
-                      job_parameters: dict | None = None, auto_watermark_interval_ms: int = 200) -> JobGraph:
+                      job_parameters: dict | None = None, auto_watermark_interval_ms: int = 200,
+                      batch: bool = False) -> JobGraph:
     """Validate the declared transformations and build the job graph. Raises :class:`JobGraphError`.
 
     ``state_backend`` makes every keyed operator's state (default: :class:`HashMapStateBackend`);
-    ``chaining=False`` runs every operator on a thread of its own (``disable_operator_chaining``).
+    ``chaining=False`` runs every operator on a thread of its own (``disable_operator_chaining``);
+    ``batch=True`` runs keyed operators with batch semantics (:mod:`operators.batch`).
     """
     physical = sorted((t for t in transformations if not t.is_virtual), key=lambda t: t.id)
     if not any(t.kind == "sink" for t in physical):
@@ -129,12 +160,19 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
             raise JobGraphError(f"Operators '{seen_uids[uid]}' and '{t.name}' both have uid '{uid}': "
                                 "uids identify state in checkpoints and must be unique.")
         seen_uids[uid] = t.name
-        node = OperatorNode(t.name, uid, parallelism, t.make_operator(t.name), t.output_type,
+        operator = t.make_operator(t.name)
+        inputs = [(nodes[u.id], partitioner, side_tag, number) for u, partitioner, side_tag, number in upstream]
+        if batch and getattr(operator, "keyed", False):
+            combiner = _combiner(operator, inputs, uid)
+            if combiner is not None:
+                nodes[("combine", t.id)] = combiner
+                inputs = [(combiner, inputs[0][1], None, 1)]
+            operator = _batch_operator(operator, t.name)
+        node = OperatorNode(t.name, uid, parallelism, operator, t.output_type,
                             is_source=t.kind == "source", is_sink=t.kind == "sink", schema=t.schema,
                             chaining=t.chaining if chaining else "never")
         nodes[t.id] = node
-        for u, partitioner, side_tag, number in upstream:
-            source = nodes[u.id]
+        for source, partitioner, side_tag, number in inputs:
             if partitioner is None:
                 partitioner = FORWARD if source.parallelism == parallelism else REBALANCE
             elif partitioner.kind == "forward" and source.parallelism != parallelism:

@@ -44,8 +44,9 @@ class ChaosMap(MapFunction):
     fault (checked on every record and every checkpoint notification, so it fires even when the input ran out
     first: pair it with a source that holds its end until the faults fired, see tests/integration/paced.py)."""
 
-    def __init__(self, directory: str, fault: str, how: str, after: int):
+    def __init__(self, directory: str, fault: str, how: str, after: int, needs_checkpoint: bool = True):
         self.directory, self.fault, self.how, self.after = directory, fault, how, after
+        self.needs_checkpoint = needs_checkpoint  # False for jobs without checkpoints (batch mode)
 
     def open(self, runtime_context):
         self.seen = 0
@@ -53,7 +54,7 @@ class ChaosMap(MapFunction):
         self.tried = False  # a fault is planned once: after one try (this subtask's or another's) it is gone
 
     def _maybe_fire(self, where: str) -> None:
-        if self.tried or self.seen < self.after or not self.checkpoints:
+        if self.tried or self.seen < self.after or (self.needs_checkpoint and not self.checkpoints):
             return
         self.tried = True
         if consume(self.directory, self.fault):

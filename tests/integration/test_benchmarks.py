@@ -58,3 +58,8 @@ def test_quick_benchmark_runs_and_every_measured_variant_is_exact(tmp_path):
     assert dip["checkpoints"] >= 1 and dip["state_bytes"] > 10_000 * 1024
     assert dip["buckets_during"] > 0 and dip["buckets_between"] > 0
     assert "vs SSS JVM" in out.stdout
+    batch, streaming = report["batch"]["results"]
+    assert batch["exact"] is streaming["exact"] is True
+    assert batch["records_emitted"] == 1000 and streaming["records_emitted"] == streaming["records"], \
+        "batch mode emits each key's final value only; streaming mode every running value"
+    assert batch["checkpoints"] == 0

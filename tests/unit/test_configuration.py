@@ -49,7 +49,7 @@ def test_no_restart_and_configure_on_an_existing_environment():
     ("execution.checkpointing.mode", "SOMETIMES", "EXACTLY_ONCE"),
     ("restart-strategy.type", "exponential-delay", "'fixed-delay' and 'none'"),
     ("state.backend.type", "rocksdb", "not in Chandy yet"),
-    ("execution.runtime-mode", "BATCH", "BATCH is not in Chandy yet"),
+    ("execution.runtime-mode", "BATCHED", "one of STREAMING, BATCH, AUTOMATIC"),
 ])
 def test_a_bad_value_is_a_configuration_error_naming_the_key(key, value, message):
     with pytest.raises(ConfigurationError, match=message):
