@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from operators.functions import KeyedProcessFunction, RuntimeContext
 from runtime.errors import StateUsageError
+from state_backends.descriptors import refuse_ttl
 
 __all__ = ["SubtaskInfo", "StreamingRuntimeContext", "KeyedContext", "OperatorListState"]
 
@@ -97,6 +98,7 @@ class StreamingRuntimeContext(RuntimeContext):
 
     def get_operator_list_state(self, state_descriptor) -> OperatorListState:
         """Non-keyed list state of this subtask, checkpointed and dealt round-robin on a rescaled restore."""
+        refuse_ttl(state_descriptor, "operator list state")
         return OperatorListState(self._operator.operator_list(state_descriptor.name))
     get_reducing_state = get_state
     get_aggregating_state = get_state

@@ -1,5 +1,5 @@
-"""Keyed state: descriptors, the backend interfaces (``base``), their implementations (``heap``) and checkpoint
-storage (``storage`` over ``checkpoint_store``)."""
+"""Keyed state: descriptors and their time-to-live (``ttl``), the backend interfaces (``base``), their
+implementations (``heap``) and checkpoint storage (``storage`` over ``checkpoint_store``)."""
 
 from state_backends.base import KeyedStateBackend, StateBackend
 from state_backends.descriptors import (
@@ -12,6 +12,7 @@ from state_backends.descriptors import (
     ValueStateDescriptor,
 )
 from state_backends.heap import HashMapStateBackend, HeapKeyedStateBackend
+from state_backends.ttl import StateTtlConfig
 
 __all__ = [
     "AggregateFunction",
@@ -21,6 +22,7 @@ __all__ = [
     "ReducingStateDescriptor",
     "StateDescriptor",
     "ValueStateDescriptor",
+    "StateTtlConfig",
     "StateBackend",
     "KeyedStateBackend",
     "HashMapStateBackend",

@@ -6,10 +6,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from runtime.errors import ConfigurationError
+from runtime.errors import ApiUsageError, ConfigurationError, StateUsageError
+from state_backends.ttl import StateTtlConfig
 
 __all__ = [
     "StateDescriptor",
@@ -19,6 +20,7 @@ __all__ = [
     "ReducingStateDescriptor",
     "AggregatingStateDescriptor",
     "AggregateFunction",
+    "refuse_ttl",
 ]
 
 
@@ -30,14 +32,61 @@ class StateDescriptor:
     >>> descriptor = ValueStateDescriptor("count", Types.LONG())
     >>> isinstance(descriptor, StateDescriptor), descriptor.name, descriptor.type_info
     (True, 'count', LONG)
+
+    Its entries can expire (keyed state only): ``enable_time_to_live`` takes a :class:`StateTtlConfig`.
+
+    >>> from runtime.common.time import Time
+    >>> descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(10)).build())
+    >>> descriptor.has_ttl, descriptor.ttl_config.get_ttl()
+    (True, Time.milliseconds(10000))
     """
 
     name: str
     type_info: Any = None
+    # Set by enable_time_to_live (PyFlink's descriptors are mutable; ours are frozen but for this one setter).
+    # Not compared: a descriptor's equality and hash must not change when its TTL is set after construction.
+    ttl_config: StateTtlConfig | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ConfigurationError(f"A state descriptor needs a non-empty string name, got {self.name!r}")
+
+    def get_name(self) -> str:
+        return self.name
+
+    def enable_time_to_live(self, ttl_config: StateTtlConfig) -> None:
+        """Let this state's entries expire as ``ttl_config`` says (PyFlink's method: changes the descriptor, returns
+        None). Keyed state only: operator state refuses a descriptor with a TTL."""
+        if not isinstance(ttl_config, StateTtlConfig):
+            raise ApiUsageError(f"enable_time_to_live() of state '{self.name}' expects a StateTtlConfig, such as "
+                                f"StateTtlConfig.new_builder(Time.seconds(10)).build(), got {ttl_config!r}.")
+        object.__setattr__(self, "ttl_config", ttl_config)
+
+    @property
+    def has_ttl(self) -> bool:
+        """Whether entries of this state expire (a TTL config with update type ``Disabled`` is none)."""
+        return self.ttl_config is not None and self.ttl_config.is_enabled()
+
+
+def refuse_ttl(descriptor: StateDescriptor, kind: str) -> None:
+    """Raise if ``descriptor`` has a TTL: ``kind`` of state (operator list state, broadcast state) cannot expire.
+
+    >>> from runtime.common.time import Time
+    >>> descriptor = ListStateDescriptor("offsets")
+    >>> descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(10)).build())
+    >>> try:
+    ...     refuse_ttl(descriptor, "operator list state")
+    ... except StateUsageError as error:
+    ...     print(error)
+    State 'offsets' has a time-to-live, but operator list state cannot expire: TTL applies to keyed state only
+    (as in Flink). Remove enable_time_to_live(...) from its descriptor, or keep the data in keyed state
+    (get_state on a KeyedStream).
+    """
+    if isinstance(descriptor, StateDescriptor) and descriptor.has_ttl:
+        raise StateUsageError(
+            f"State '{descriptor.name}' has a time-to-live, but {kind} cannot expire: TTL applies to keyed state "
+            "only (as in Flink). Remove enable_time_to_live(...) from its descriptor, or keep the data in keyed "
+            "state (get_state on a KeyedStream).")
 
 
 @dataclass(frozen=True)
@@ -102,6 +151,9 @@ class ReducingStateDescriptor(StateDescriptor):
         object.__setattr__(self, "reduce_function", reduce_function)
         self.__post_init__()
 
+    def get_reduce_function(self) -> Callable[[Any, Any], Any]:
+        return self.reduce_function
+
 
 class AggregateFunction:
     """PyFlink's AggregateFunction: an accumulator per key, folded in by ``add``.
@@ -148,3 +200,6 @@ class AggregatingStateDescriptor(StateDescriptor):
         object.__setattr__(self, "type_info", type_info)
         object.__setattr__(self, "agg_function", agg_function)
         self.__post_init__()
+
+    def get_agg_function(self) -> AggregateFunction:
+        return self.agg_function

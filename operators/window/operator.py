@@ -187,7 +187,10 @@ class _InWindow:
     """A state handle scoped to the backend's current key and the window ``scope.window`` (a namespace)."""
 
     def __init__(self, backend, name: str, descriptor, scope):
-        self._map = backend.get_state(MapStateDescriptor(name))
+        windows = MapStateDescriptor(name)
+        if descriptor.has_ttl:  # each (key, window) entry expires whole
+            windows.enable_time_to_live(descriptor.ttl_config)
+        self._map = backend.get_state(windows)
         self._descriptor = descriptor
         self._scope = scope
 

@@ -18,7 +18,7 @@ from operators.functions import BroadcastProcessFunction, KeyedBroadcastProcessF
 from runtime.errors import ApiUsageError
 from runtime.graph.transformation import Transformation
 from runtime.types import TypeInformation
-from state_backends.descriptors import MapStateDescriptor
+from state_backends.descriptors import MapStateDescriptor, refuse_ttl
 
 __all__ = ["BroadcastStream", "BroadcastConnectedStream"]
 
@@ -29,6 +29,7 @@ def checked_descriptors(descriptors: tuple) -> tuple[MapStateDescriptor, ...]:
         if not isinstance(d, MapStateDescriptor):
             raise ApiUsageError(f"broadcast() takes MapStateDescriptors (broadcast state is a map), got "
                                 f"{type(d).__name__}: use MapStateDescriptor(name, key_type, value_type).")
+        refuse_ttl(d, "broadcast state")
     names = [d.name for d in descriptors]
     if len(set(names)) != len(names):
         raise ApiUsageError(f"broadcast() got two descriptors named alike ({names}): give each state its own name.")

@@ -15,6 +15,7 @@ from state_backends.descriptors import (
     StateDescriptor,
     ValueStateDescriptor,
 )
+from state_backends.ttl import StateTtlConfig
 
 __all__ = [
     "State",
@@ -31,4 +32,5 @@ __all__ = [
     "AggregatingStateDescriptor",
     "BroadcastState",
     "ReadOnlyBroadcastState",
+    "StateTtlConfig",
 ]

@@ -3,6 +3,10 @@
 Tables are split by key group so that a snapshot can be written, and a rescaled restore read, one key group
 at a time. The key group of a key is computed once per distinct key and cached: keys repeat, and the
 stable hash is the costliest step of a state access.
+
+A descriptor with a time-to-live gets the handles of :mod:`state_backends.heap.ttl_states`, whose tables hold
+each entry with its last-access time (``clock``, processing time in ms); every other state is untouched by TTL.
+Such tables are written to snapshots without their expired entries, tagged so that a restore knows their format.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import pickle
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from runtime.errors import ProtocolError, StateUsageError
+from runtime.errors import CorruptCheckpointError, ProtocolError, StateUsageError
 from runtime.gc_pause import gc_paused
 from runtime.keys.canonical import canonical_key
 from runtime.keys.key_groups import KeyGroupRange, assign_to_key_group
@@ -24,7 +28,7 @@ from state_backends.descriptors import (
     StateDescriptor,
     ValueStateDescriptor,
 )
-from state_backends.heap.snapshot import HeapSnapshot
+from state_backends.heap.snapshot import TTL_FORMAT, HeapSnapshot
 from state_backends.heap.states import (
     HeapAggregatingState,
     HeapListState,
@@ -32,6 +36,14 @@ from state_backends.heap.states import (
     HeapReducingState,
     HeapValueState,
 )
+from state_backends.heap.ttl_states import (
+    TtlAggregatingState,
+    TtlListState,
+    TtlMapState,
+    TtlReducingState,
+    TtlValueState,
+)
+from state_backends.ttl import wall_clock_ms
 
 __all__ = ["HeapKeyedStateBackend", "HashMapStateBackend"]
 
@@ -46,6 +58,17 @@ _STATE_CLASSES = {
     ReducingStateDescriptor: HeapReducingState,
     AggregatingStateDescriptor: HeapAggregatingState,
 }
+_TTL_STATE_CLASSES = {
+    ValueStateDescriptor: TtlValueState,
+    ListStateDescriptor: TtlListState,
+    MapStateDescriptor: TtlMapState,
+    ReducingStateDescriptor: TtlReducingState,
+    AggregatingStateDescriptor: TtlAggregatingState,
+}
+
+
+def _as_stored(table: dict) -> dict:
+    return table
 
 
 class HeapKeyedStateBackend(KeyedStateBackend):
@@ -59,11 +82,17 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     ...     backend.set_current_key(key); count.update((count.value() or 0) + 1)
     >>> sorted((key, value) for _, key, value in backend.entries("count"))
     [('x', 2), ('y', 1)]
+
+    ``clock``: processing time in epoch ms, for state with a time-to-live (tests pass a fake one).
     """
 
-    def __init__(self, max_parallelism: int, key_groups: KeyGroupRange):
+    def __init__(self, max_parallelism: int, key_groups: KeyGroupRange, clock=None):
         self.max_parallelism = max_parallelism
         self.key_groups = key_groups
+        self.clock = wall_clock_ms if clock is None else clock
+        self._ttl_states: dict[str, State] = {}  # declared with a TTL
+        self._ttl_restored: set[str] = set()  # restored with a TTL, not declared yet
+        self._ttl_names: set[str] = set()  # both: names whose tables hold (value, last access) entries
         self._tables: dict[str, dict[int, dict]] = {}
         self._states: dict[str, State] = {}
         self._descriptors: dict[str, StateDescriptor] = {}
@@ -123,15 +152,90 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                     f"State '{descriptor.name}' was declared as {type(existing).__name__} and again as "
                     f"{type(descriptor).__name__}: give each state of an operator its own name."
                 )
+            if descriptor.ttl_config is not None or self._ttl_states:  # no TTL anywhere: no more checks
+                self._check_same_ttl(descriptor)
             return self._states[descriptor.name]
         state_class = _STATE_CLASSES.get(type(descriptor))
         if state_class is None:
             raise StateUsageError(f"Unsupported state descriptor {type(descriptor).__name__}: use one of "
                                   f"{sorted(c.__name__ for c in _STATE_CLASSES)}")
-        self._tables.setdefault(descriptor.name, {})
-        self._descriptors[descriptor.name] = descriptor
-        state = self._states[descriptor.name] = state_class(self, descriptor)
+        name = descriptor.name
+        if descriptor.has_ttl:
+            state = _TTL_STATE_CLASSES[type(descriptor)](self, descriptor, descriptor.ttl_config)
+        else:
+            state = state_class(self, descriptor)
+        self._convert_restored(name, type(descriptor), descriptor.has_ttl)
+        self._tables.setdefault(name, {})
+        self._descriptors[name] = descriptor
+        self._states[name] = state
+        if descriptor.has_ttl:
+            self._ttl_states[name] = state
+            self._ttl_names.add(name)
         return state
+
+    def _check_same_ttl(self, descriptor: StateDescriptor) -> None:
+        declared = self._ttl_states.get(descriptor.name)
+        declared_config = None if declared is None else declared.config
+        wanted = descriptor.ttl_config if descriptor.has_ttl else None
+        if declared_config != wanted:
+            raise StateUsageError(
+                f"State '{descriptor.name}' was declared {_ttl_phrase(declared_config)} and again "
+                f"{_ttl_phrase(wanted)}: declare each state with one StateTtlConfig (or none), or give the other "
+                "declaration its own name.")
+
+    def _convert_restored(self, name: str, descriptor_class: type, ttl: bool) -> None:
+        """Restored entries of ``name`` in the format of its declaration: a state may gain or lose its TTL across a
+        restore (as Flink's TTL state migration allows). Tables are replaced, not changed: a snapshot in progress
+        keeps the ones it has."""
+        groups = self._tables.get(name)
+        stored_ttl = name in self._ttl_restored
+        self._ttl_restored.discard(name)
+        self._ttl_names.discard(name)
+        if not groups or ttl == stored_ttl:
+            return
+        ttl_class = _TTL_STATE_CLASSES[descriptor_class]
+        if ttl:  # restored without a TTL: each entry's life starts now
+            now, wrap = self.clock(), ttl_class._wrap
+            for group, table in groups.items():
+                groups[group] = {key: wrap(entry, now) for key, entry in table.items()}
+        else:  # restored with a TTL (whose length a checkpoint does not record): keep every value
+            unwrap = ttl_class._unwrap
+            for group, table in groups.items():
+                groups[group] = {key: unwrap(entry) for key, entry in table.items()}
+
+    def _ttl_state(self, state_name: str, method: str):
+        state = self._ttl_states.get(state_name)
+        if state is None:
+            raise StateUsageError(
+                f"State '{state_name}' was restored with a time-to-live and is not declared yet: declare it with "
+                f"runtime_context.get_state(descriptor), its descriptor with enable_time_to_live(...), before "
+                f"{method}().")
+        return state
+
+    # -- what TTL state handles use (off the fast path) -------------------------------------------------
+
+    def state_tables(self, state_name: str) -> dict[int, dict]:
+        """``{key group: {key: entry}}`` of ``state_name``, live: change a group's table only if no snapshot
+        still has to write it (:meth:`in_snapshot`)."""
+        return self._tables.get(state_name, {})
+
+    def in_snapshot(self, group: int) -> bool:
+        """Whether a snapshot in progress still has to write ``group`` as it was at its barrier."""
+        return any(group in snapshot.pending for snapshot in self._snapshots)
+
+    def key_table(self, state_name: str, key: Any) -> dict:
+        """The ``{key: entry}`` table of ``key``'s group in ``state_name``, created on first use, ready to change
+        (a snapshot in progress captures the group first)."""
+        group = self._group_of.get(key)
+        if group is None:
+            group = self.key_group_of(key)
+        if self._snapshots:
+            self._capture(group)
+        groups = self._tables[state_name]
+        table = groups.get(group)
+        if table is None:
+            table = groups[group] = {}
+        return table
 
     # -- many keys at once (the columnar path) ---------------------------------------------------------
 
@@ -139,6 +243,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         """The values of ``keys`` (canonical: see :func:`~runtime.keys.canonical.canonical_key`) in value state
         ``state_name`` (None where absent), in one call. The values themselves, which the caller may change in
         place: a snapshot in progress captures their key groups first (copy-on-write, as for keyed access)."""
+        if state_name in self._ttl_names:  # once per call: state without TTL pays nothing per key
+            return self._ttl_state(state_name, "get_many").get_many(keys)
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of  # the cache first: a call less per key
         snapshots = self._snapshots
@@ -156,6 +262,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def put_many(self, state_name: str, keys: list, values: list) -> None:
         """Set value state ``state_name`` of every key in ``keys`` to the matching entry of ``values``."""
+        if state_name in self._ttl_names:
+            return self._ttl_state(state_name, "put_many").put_many(keys, values)
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of
         snapshots = self._snapshots
@@ -172,6 +280,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def fold_many(self, state_name: str, keys: list, values: list, fold) -> None:
         """One lookup per record for the read and the write (``get_many`` and ``put_many`` cost one each)."""
+        if state_name in self._ttl_names:
+            return self._ttl_state(state_name, "fold_many").fold_many(keys, values, fold)
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of
         snapshots = self._snapshots
@@ -189,9 +299,15 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     # -- snapshots ------------------------------------------------------------------------------------
 
     def snapshot(self) -> HeapSnapshot | None:
-        """The synchronous part of a snapshot: O(key groups). None when there is no state."""
+        """The synchronous part of a snapshot: O(key groups). None when there is no state. Entries with a TTL are
+        judged at the barrier: those expired by then are not written."""
+        ttl = None
+        if self._ttl_names:
+            now = self.clock()
+            ttl = {name: _as_stored if (state := self._ttl_states.get(name)) is None else state.snapshot_filter(now)
+                   for name in self._ttl_names}
         with gc_paused():
-            snapshot = HeapSnapshot(self, self._tables)
+            snapshot = HeapSnapshot(self, self._tables, ttl)
         if not snapshot.pending:
             return None
         self._snapshots = self._snapshots + (snapshot,)
@@ -203,13 +319,39 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._snapshots = tuple(s for s in self._snapshots if s is not snapshot)
 
     def restore_key_group(self, group: int, payload: bytes) -> None:
-        """Load one key group's tables, as :meth:`HeapSnapshot.serialized` wrote them."""
+        """Load one key group's tables, as :meth:`HeapSnapshot.serialized` wrote them. Entries with a TTL keep
+        their last-access times: they expire when they would have without the restore."""
         if group not in self.key_groups:
             raise ProtocolError(f"key group {group} is not in this subtask's range {tuple(self.key_groups)}")
         for name, table in pickle.loads(payload).items():
+            if type(table) is tuple:  # (format, table): a state with a TTL
+                table = self._restored_with_ttl(group, name, *table)
+            elif name in self._ttl_states:  # declared with a TTL already: the entries' lives start now
+                wrap, now = self._ttl_states[name]._wrap, self.clock()
+                table = {key: wrap(entry, now) for key, entry in table.items()}
             self._tables.setdefault(name, {})[group] = table
 
+    def _restored_with_ttl(self, group: int, name: str, stored_format: str, table: dict) -> dict:
+        if stored_format != TTL_FORMAT:
+            raise CorruptCheckpointError(
+                f"Key group {group} holds state '{name}' in format {stored_format!r}, which this version does not "
+                f"read (it reads {TTL_FORMAT!r}): restore with the version that took the checkpoint.")
+        if name in self._ttl_states:
+            return table
+        declared = self._descriptors.get(name)
+        if declared is not None:  # declared without a TTL already: the values only
+            unwrap = _TTL_STATE_CLASSES[type(declared)]._unwrap
+            return {key: unwrap(entry) for key, entry in table.items()}
+        self._ttl_restored.add(name)  # its format is settled when it is declared (_convert_restored)
+        self._ttl_names.add(name)
+        return table
+
     def keys(self, state_name: str) -> Iterator[Any]:
+        if state_name in self._ttl_names:  # the keys a read would find an entry for
+            state = self._ttl_state(state_name, "keys")
+            for _, key, _ in state.visible_entries(self._tables.get(state_name, {})):
+                yield key
+            return
         for table in self._tables.get(state_name, {}).values():
             yield from table.keys()
 
@@ -221,12 +363,23 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._tables.pop(state_name, None)
         self._states.pop(state_name, None)
         self._descriptors.pop(state_name, None)
+        self._ttl_states.pop(state_name, None)
+        self._ttl_restored.discard(state_name)
+        self._ttl_names.discard(state_name)
 
     def entries(self, state_name: str) -> Iterator[tuple[int, Any, Any]]:
-        """Every ``(key group, key, value)`` of ``state_name`` on this subtask."""
+        """Every ``(key group, key, value)`` of ``state_name`` on this subtask (with a TTL: as a read would show
+        them, without their timestamps)."""
+        if state_name in self._ttl_names:
+            yield from self._ttl_state(state_name, "entries").visible_entries(self._tables.get(state_name, {}))
+            return
         for group, table in self._tables.get(state_name, {}).items():
             for key, value in table.items():
                 yield group, key, value
+
+
+def _ttl_phrase(config) -> str:
+    return "without a time-to-live" if config is None else f"with {config!r}"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,10 @@ copy at touch (values known immutable) pauses as long, since checking the values
 and then pickles them again later; saving values per key (Flink's copy-on-write map) removes the pause but
 costs ~4.5 µs per record under the GIL for the whole checkpoint, and the job slowed more overall.
 
+States with a time-to-live are written through a filter that keeps the entries live at the barrier, as
+``(TTL_FORMAT, table)`` so that a restore knows their entries carry last-access times. Filtering happens as a
+key group is pickled, on whichever thread pickles it: the live tables are never changed by it.
+
 >>> from runtime.keys.key_groups import key_group_range
 >>> from state_backends.descriptors import ValueStateDescriptor
 >>> from state_backends.heap import HeapKeyedStateBackend
@@ -32,21 +36,23 @@ costs ~4.5 µs per record under the GIL for the whole checkpoint, and the job sl
 from __future__ import annotations
 
 import threading
-from typing import Iterator
+from typing import Callable, Iterator
 
 from state_backends.base import KeyedSnapshot
 from state_backends.pickling import pickle_state
 
-__all__ = ["HeapSnapshot"]
+__all__ = ["HeapSnapshot", "TTL_FORMAT"]
 
-
-def _pickle(tables: dict[str, dict]) -> bytes:
-    return pickle_state(tables, "keyed state")
+TTL_FORMAT = "ttl/1"  # a state's table as {key: entry with last-access times} (state_backends.heap.ttl_states)
 
 
 class HeapSnapshot(KeyedSnapshot):
-    def __init__(self, backend, tables: dict[str, dict[int, dict]]):
+    """``ttl``: for each state with a time-to-live, the function from a key group's table to what is written."""
+
+    def __init__(self, backend, tables: dict[str, dict[int, dict]],
+                 ttl: dict[str, Callable[[dict], dict]] | None = None):
         self._backend = backend
+        self._ttl = ttl
         self._lock = threading.Lock()
         frozen: dict[int, dict[str, dict]] = {}
         for name, groups in tables.items():
@@ -58,12 +64,24 @@ class HeapSnapshot(KeyedSnapshot):
         self._pickled: dict[int, bytes] = {}  # groups the subtask had to pickle at touch(), not yet handed out
         self._error: Exception | None = None  # pickling failed in touch(): raised to the snapshotter
 
+    def _pickle(self, tables: dict[str, dict]) -> bytes:
+        if self._ttl:  # once per key group, not per entry: state without TTL pays nothing more
+            written = {}
+            for name, table in tables.items():
+                live = self._ttl.get(name)
+                if live is None:
+                    written[name] = table
+                elif (table := live(table)):
+                    written[name] = (TTL_FORMAT, table)
+            tables = written
+        return pickle_state(tables, "keyed state")
+
     def touch(self, group: int) -> None:
         """Called by the subtask before it accesses ``group`` while this snapshot is pending."""
         with self._lock:
             if group in self.pending:
                 try:
-                    self._pickled[group] = _pickle(self._frozen.pop(group))
+                    self._pickled[group] = self._pickle(self._frozen.pop(group))
                 except Exception as exc:  # unpicklable state fails this checkpoint, not the subtask
                     self._error = self._error or exc
                 self.pending.discard(group)
@@ -80,7 +98,7 @@ class HeapSnapshot(KeyedSnapshot):
                 return None
             group, tables = self._frozen.popitem()
             try:
-                return group, _pickle(tables)
+                return group, self._pickle(tables)
             finally:
                 self.pending.discard(group)  # only after pickling: the subtask checks pending without the lock
 
