@@ -3,7 +3,7 @@
 Layout under ``path``::
 
     _inprogress/part-<run>-<subtask>-<seq>-<n>.<ext>   being written, or pre-committed (invisible)
-    part-<run>-<subtask>-<seq>-<n>.<ext>               committed
+    part-<run>-<subtask>-<seq>-<n>.<ext>               committed (``part`` and ``.<ext>``: see part_prefix)
     _committed/part-...                                commit markers (object stores only)
 
 A transaction is one subtask's output between two checkpoints, in one or more part files (rolled by size
@@ -46,7 +46,11 @@ __all__ = ["FileSink", "FileTransaction"]
 INPROGRESS = "_inprogress"
 MARKERS = "_committed"
 _EXTENSIONS = {"jsonl": "jsonl", "csv": "csv", "text": "txt", "parquet": "parquet"}
-_PART = re.compile(r"^part-(?P<run>[0-9a-f]+)-(?P<subtask>\d+)-(?P<seq>\d+)-(?P<n>\d+)\.")
+
+
+def _part_pattern(prefix: str, suffix: str) -> re.Pattern:
+    return re.compile(rf"^{re.escape(prefix)}-(?P<run>[0-9a-f]+)-(?P<subtask>\d+)-(?P<seq>\d+)-(?P<n>\d+)"
+                      rf"{re.escape(suffix)}$")
 
 
 @dataclass
@@ -90,6 +94,8 @@ class FileSink(TwoPhaseCommitSink):
     (``str(record)`` per line), ``"parquet"`` (records are dicts; a part is written when it closes, so its
     rows are buffered in memory until the next checkpoint or roll). Parts roll at ``max_part_bytes`` (of
     encoded data; for Parquet, of the rows' JSON size as an estimate) and after ``rollover_interval_ms``.
+    Parts are named ``<part_prefix>-<run>-<subtask>-<sequence>-<n><part_suffix>``; the suffix defaults to the
+    format's extension (``.jsonl``, ``.csv``, ``.txt``, ``.parquet``).
 
     >>> sink = FileSink("memory://file-sink-doc/out", format="jsonl"); sink.validate()
     >>> writer = sink.create_writer(subtask_index=0, parallelism=1); writer.open(None)
@@ -101,9 +107,17 @@ class FileSink(TwoPhaseCommitSink):
     """
 
     def __init__(self, path: str, format: str = "jsonl", max_part_bytes: int = 128 << 20,
-                 rollover_interval_ms: float | None = None):
+                 rollover_interval_ms: float | None = None, part_prefix: str = "part", part_suffix: str | None = None):
         if format not in _EXTENSIONS:
             raise ConfigurationError(f"FileSink format must be one of {sorted(_EXTENSIONS)}, got {format!r}")
+        part_suffix = f".{_EXTENSIONS[format]}" if part_suffix is None else part_suffix
+        if not part_prefix or part_prefix.startswith((".", "_")) or "/" in part_prefix + part_suffix:
+            raise ConfigurationError(f"FileSink part_prefix={part_prefix!r}, part_suffix={part_suffix!r}: the prefix "
+                                     "must be non-empty and not start with '.' or '_' (readers skip such files as "
+                                     "hidden), and neither may contain '/'.")
+        self.part_prefix = part_prefix
+        self.part_suffix = part_suffix
+        self._part = _part_pattern(part_prefix, part_suffix)
         self.url = path if "://" in path else "file://" + os.path.abspath(path)
         self.name = f"FileSink({path})"
         self.format = format
@@ -154,8 +168,8 @@ class FileSink(TwoPhaseCommitSink):
 
     def _roll(self, transaction: FileTransaction) -> _OpenPart:
         self._close_part(transaction)
-        name = (f"part-{transaction.run_id}-{transaction.subtask}-{transaction.sequence}-"
-                f"{len(transaction.parts)}.{_EXTENSIONS[self.format]}")
+        name = (f"{self.part_prefix}-{transaction.run_id}-{transaction.subtask}-{transaction.sequence}-"
+                f"{len(transaction.parts)}{self.part_suffix}")
         self.fs.makedirs(self._path(INPROGRESS), exist_ok=True)
         handle = _ParquetPart(self.fs, self._path(INPROGRESS, name)) if self.format == "parquet" else \
             self.fs.open(self._path(INPROGRESS, name), "wb")
@@ -230,7 +244,7 @@ class FileSink(TwoPhaseCommitSink):
         committed_names = {n for t in state.pending for n in t.parts}
         for directory in ("", INPROGRESS, MARKERS):
             for path in self._list(self._path(directory) if directory else self.root):
-                match = _PART.match(posixpath.basename(path))
+                match = self._part.match(posixpath.basename(path))
                 if not match or match.group("run") != state.run_id:
                     continue
                 name = posixpath.basename(path)
@@ -238,6 +252,11 @@ class FileSink(TwoPhaseCommitSink):
                 after_checkpoint = sequence >= state.next_sequence.get(subtask, 0)
                 if directory == INPROGRESS or (after_checkpoint and name not in committed_names):
                     self.fs.rm(path)
+
+    def _part_order(self, name: str) -> tuple:
+        """Committed parts in the order they were written: by run, subtask, sequence and part number."""
+        match = self._part.match(name)
+        return match.group("run"), int(match.group("subtask")), int(match.group("seq")), int(match.group("n"))
 
     def _list(self, directory: str) -> list[str]:
         try:
@@ -249,11 +268,11 @@ class FileSink(TwoPhaseCommitSink):
 
     def committed_files(self) -> list[str]:
         """Paths of the committed part files, sorted."""
-        names = [posixpath.basename(p) for p in self._list(self.root) if _PART.match(posixpath.basename(p))]
+        names = [posixpath.basename(p) for p in self._list(self.root) if self._part.match(posixpath.basename(p))]
         if not isinstance(self.fs, LocalFileSystem):
             marked = {posixpath.basename(p) for p in self._list(self._path(MARKERS))}
             names = [n for n in names if n in marked]
-        return [self._path(n) for n in sorted(names, key=_part_order)]
+        return [self._path(n) for n in sorted(names, key=self._part_order)]
 
     def read_committed(self) -> list:
         """Every committed record (as rows for csv, dicts for parquet), for tests and small outputs."""
@@ -275,12 +294,6 @@ def _json_value(value):
     if isinstance(value, Row):
         return value.as_dict() if value._fields is not None else list(value)
     return str(value)
-
-
-def _part_order(name: str) -> tuple:
-    """Committed parts in the order they were written: by run, subtask, sequence and part number."""
-    match = _PART.match(name)
-    return match.group("run"), int(match.group("subtask")), int(match.group("seq")), int(match.group("n"))
 
 
 class _ParquetPart:

@@ -8,9 +8,9 @@ positions of the files it now owns, and files nobody knew yet are read from the 
 read exactly once across failures, restores and rescaling.
 
 Formats: ``"jsonl"`` (one JSON value per line), ``"csv"`` (a header line, then rows as dicts), ``"text"``
-(lines as strings), ``"parquet"`` (rows as dicts; the position is the row number). A malformed line fails
-the job with its file and line number; with ``on_malformed="skip"`` it is counted and skipped; with
-``on_malformed=OutputTag(...)`` it goes, as a :class:`MalformedRecord`, to that side output
+(every line as a string, blank ones too), ``"parquet"`` (rows as dicts; the position is the row number). A
+malformed line fails the job with its file and line number; with ``on_malformed="skip"`` it is counted and
+skipped; with ``on_malformed=OutputTag(...)`` it goes, as a :class:`MalformedRecord`, to that side output
 (``stream.get_side_output(tag)``).
 
 >>> source = FileSource("data/*.jsonl", format="jsonl")
@@ -25,6 +25,7 @@ import datetime
 import itertools
 import json
 import os
+import posixpath
 import time
 from dataclasses import dataclass
 
@@ -142,7 +143,9 @@ def _list_files(url: str) -> list[str]:
     if any(c in root for c in "*?["):
         paths = fs.glob(root)
     elif fs.isdir(root):
-        paths = [p for p in fs.find(root) if not os.path.basename(p).startswith((".", "_"))]
+        # Hidden directories too (as Flink's enumerator): a FileSink's _inprogress/ and _committed/ are not output.
+        paths = [p for p in fs.find(root)
+                 if not any(name.startswith((".", "_")) for name in posixpath.relpath(p, root).split("/"))]
     else:
         paths = [root] if fs.exists(root) else []
     return sorted(p for p in paths if not fs.isdir(p))
@@ -281,8 +284,8 @@ class _FileReader(SourceReader):
             text = raw.decode("utf-8").rstrip("\r\n")
             line = line_number
             line_number += 1
-            if not text.strip():
-                continue
+            if not text.strip() and self.source.format != "text":
+                continue  # no JSON or CSV record; a text line is a record even when blank (as in Flink and Spark)
             try:
                 records.append(self._parse(text, header))
             except (ValueError, TypeError) as exc:

@@ -37,7 +37,15 @@ __all__ = [
 
 
 class State(ABC):
-    """A handle on one named state, scoped to the backend's current key."""
+    """A handle on one named state, scoped to the backend's current key.
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0)); backend.set_current_key("ann")
+    >>> from state_backends.descriptors import ValueStateDescriptor
+    >>> state = backend.get_state(ValueStateDescriptor("seen")); state.update(True); state.clear(); state.value() is None
+    True
+    """
 
     @abstractmethod
     def clear(self) -> None:
@@ -45,6 +53,16 @@ class State(ABC):
 
 
 class ValueState(State):
+    """One value per key (PyFlink's ``ValueState``).
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0)); backend.set_current_key("ann")
+    >>> from state_backends.descriptors import ValueStateDescriptor
+    >>> count = backend.get_state(ValueStateDescriptor("count")); count.update(3); count.value()
+    3
+    """
+
     @abstractmethod
     def value(self) -> Any:
         """The current key's value, or None."""
@@ -55,6 +73,16 @@ class ValueState(State):
 
 
 class ListState(State):
+    """A list per key (PyFlink's ``ListState``).
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0)); backend.set_current_key("ann")
+    >>> from state_backends.descriptors import ListStateDescriptor
+    >>> pages = backend.get_state(ListStateDescriptor("pages")); pages.add("/"); pages.add_all(["/a"]); list(pages.get())
+    ['/', '/a']
+    """
+
     @abstractmethod
     def get(self) -> Iterable[Any]: ...
 
@@ -69,6 +97,16 @@ class ListState(State):
 
 
 class MapState(State):
+    """A dict per key (PyFlink's ``MapState``).
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0)); backend.set_current_key("ann")
+    >>> from state_backends.descriptors import MapStateDescriptor
+    >>> carts = backend.get_state(MapStateDescriptor("cart")); carts.put("book", 2); dict(carts.items())
+    {'book': 2}
+    """
+
     @abstractmethod
     def get(self, key: Any) -> Any: ...
 
@@ -98,6 +136,17 @@ class MapState(State):
 
 
 class ReducingState(State):
+    """A value per key that ``add`` folds new values into (PyFlink's ``ReducingState``).
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0)); backend.set_current_key("ann")
+    >>> from state_backends.descriptors import ReducingStateDescriptor
+    >>> total = backend.get_state(ReducingStateDescriptor("total", lambda a, b: a + b)); total.add(2); total.add(3)
+    >>> total.get()
+    5
+    """
+
     @abstractmethod
     def get(self) -> Any: ...
 
@@ -106,6 +155,20 @@ class ReducingState(State):
 
 
 class AggregatingState(State):
+    """A value per key that ``add`` aggregates into with an AggregateFunction (PyFlink's ``AggregatingState``).
+
+    >>> from runtime.keys.key_groups import key_group_range
+    >>> from state_backends.heap import HeapKeyedStateBackend
+    >>> backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0)); backend.set_current_key("ann")
+    >>> from state_backends.descriptors import AggregateFunction, AggregatingStateDescriptor
+    >>> class Count(AggregateFunction):
+    ...     def create_accumulator(self): return 0
+    ...     def add(self, value, accumulator): return accumulator + 1
+    ...     def get_result(self, accumulator): return accumulator
+    >>> seen = backend.get_state(AggregatingStateDescriptor("seen", Count())); seen.add("x"); seen.get()
+    1
+    """
+
     @abstractmethod
     def get(self) -> Any: ...
 

@@ -8,6 +8,7 @@ LONG
 
 from operators.watermark_strategy import TimestampAssigner, WatermarkGenerator, WatermarkOutput, WatermarkStrategy
 from runtime.checkpoint_config import RestartStrategies
+from runtime.common.serialization import DeserializationSchema, Encoder, SerializationSchema, SimpleStringSchema
 from runtime.configuration import Configuration
 from runtime.driver.result import JobClient, JobResult, JobStatus
 from runtime.durations import Duration, Time
@@ -17,4 +18,5 @@ JobExecutionResult = JobResult  # PyFlink's name for what a finished job returns
 
 __all__ = ["Types", "TypeInformation", "Row", "RowKind", "RestartStrategies", "JobClient", "JobExecutionResult",
            "JobStatus", "Duration", "Time", "Configuration", "WatermarkStrategy", "TimestampAssigner",
-           "WatermarkGenerator", "WatermarkOutput"]
+           "WatermarkGenerator", "WatermarkOutput", "Encoder", "SimpleStringSchema", "SerializationSchema",
+           "DeserializationSchema"]

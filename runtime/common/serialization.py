@@ -1,0 +1,114 @@
+"""PyFlink's ``pyflink.common.serialization``: turning records into bytes and back, and the file sink's encoder.
+
+In PyFlink these wrap Java objects that Flink's Java connectors call; here they are plain Python with the same
+names and constructors, and they do their work themselves (``serialize`` / ``deserialize`` / ``encode``), for
+use in your own sources and sinks. Java-only schemas (``JsonRowSerializationSchema``, Avro, CSV, bulk writer
+factories) are not provided: importing one raises an ``ImportError`` that says what to use instead.
+
+>>> from runtime.common.serialization import Encoder, SimpleStringSchema
+>>> SimpleStringSchema().deserialize(b"caf\\xc3\\xa9"), Encoder.simple_string_encoder().encode(42)
+('café', b'42\\n')
+"""
+
+from __future__ import annotations
+
+import codecs
+
+from runtime.errors import ConfigurationError
+from runtime.not_provided import absent_names
+
+__all__ = ["SerializationSchema", "DeserializationSchema", "SimpleStringSchema", "Encoder"]
+
+__getattr__ = absent_names(__name__)
+
+
+def _codec(charset: str, where: str) -> str:
+    """Python's canonical name of a charset named as Java names it (``UTF-8``, ``ISO-8859-1``, ``US-ASCII``)."""
+    try:
+        return codecs.lookup(charset).name
+    except (LookupError, TypeError):
+        raise ConfigurationError(f"{where}: unknown charset {charset!r}. Use a name Python's codecs know, such as "
+                                 "'UTF-8', 'ISO-8859-1' or 'US-ASCII'.") from None
+
+
+class SerializationSchema:
+    """Turns a record into bytes (PyFlink's base class): implement ``serialize``.
+
+    >>> class Upper(SerializationSchema):
+    ...     def serialize(self, element):
+    ...         return element.upper().encode()
+    >>> Upper().serialize("a")
+    b'A'
+    """
+
+    def serialize(self, element) -> bytes:
+        raise NotImplementedError
+
+
+class DeserializationSchema:
+    """Turns bytes into a record (PyFlink's base class): implement ``deserialize``.
+
+    ``is_end_of_stream(record)`` (as in Flink): whether a source using this schema should stop at ``record``.
+
+    >>> class Number(DeserializationSchema):
+    ...     def deserialize(self, message):
+    ...         return int(message)
+    >>> Number().deserialize(b"42"), Number().is_end_of_stream(42)
+    (42, False)
+    """
+
+    def deserialize(self, message: bytes):
+        raise NotImplementedError
+
+    def is_end_of_stream(self, next_element) -> bool:
+        return False
+
+
+class SimpleStringSchema(SerializationSchema, DeserializationSchema):
+    """Strings to bytes and back in ``charset`` (default UTF-8), as Flink's ``SimpleStringSchema``.
+
+    >>> schema = SimpleStringSchema("ISO-8859-1")
+    >>> schema.serialize("café"), schema.deserialize(b"caf\\xe9")
+    (b'caf\\xe9', 'café')
+    """
+
+    def __init__(self, charset: str = "UTF-8"):
+        self.charset = _codec(charset, "SimpleStringSchema")
+
+    def serialize(self, element: str) -> bytes:
+        return element.encode(self.charset)
+
+    def deserialize(self, message: bytes) -> str:
+        return bytes(message).decode(self.charset)
+
+    def __repr__(self) -> str:
+        return f"SimpleStringSchema({self.charset!r})"
+
+
+class Encoder:
+    """How a row-format file sink writes each record (PyFlink's ``Encoder``). Make one with
+    :meth:`simple_string_encoder`; ``FileSink.for_row_format(path, encoder)`` takes it.
+
+    >>> Encoder.simple_string_encoder()
+    Encoder.simple_string_encoder('utf-8')
+    """
+
+    def __init__(self, charset: str):
+        self.charset = _codec(charset, "Encoder")
+
+    @staticmethod
+    def simple_string_encoder(charset_name: str = "UTF-8") -> "Encoder":
+        """Writes ``str(record)`` and a newline per record, in ``charset_name`` (Flink: ``toString()`` + ``\\n``).
+
+        >>> from runtime.types import Row
+        >>> encoder = Encoder.simple_string_encoder()
+        >>> encoder.encode("é"), encoder.encode({"n": 1}), encoder.encode(Row(1, "a")) == f"{Row(1, 'a')}\\n".encode()
+        (b'\\xc3\\xa9\\n', b"{'n': 1}\\n", True)
+        """
+        return Encoder(charset_name)
+
+    def encode(self, element) -> bytes:
+        return f"{element}\n".encode(self.charset)
+
+    def __repr__(self) -> str:
+        return f"Encoder.simple_string_encoder({self.charset!r})"

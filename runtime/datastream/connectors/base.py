@@ -1,0 +1,34 @@
+"""PyFlink's ``pyflink.datastream.connectors.base``: the base classes of sources and sinks, and delivery guarantees.
+
+A PyFlink ``Source`` or ``Sink`` wraps a Java object; Chandy's are Python classes you can implement
+(:class:`operators.sources.Source`, :class:`operators.sinks.Sink`), which ``env.from_source`` and
+``stream.sink_to`` take.
+
+>>> from runtime.datastream.connectors.base import DeliveryGuarantee, Source
+>>> from runtime.datastream.connectors.number_seq import NumberSequenceSource
+>>> isinstance(NumberSequenceSource(1, 3), Source), DeliveryGuarantee.EXACTLY_ONCE.name
+(True, 'EXACTLY_ONCE')
+"""
+
+from __future__ import annotations
+
+import enum
+
+from operators.sinks import Sink
+from operators.sources import Source
+
+__all__ = ["Source", "Sink", "DeliveryGuarantee"]
+
+
+class DeliveryGuarantee(enum.Enum):
+    """What a sink promises after failures (PyFlink's names). Chandy's ``FileSink`` and every
+    ``TwoPhaseCommitSink`` are ``EXACTLY_ONCE``; an ``IdempotentSink`` is effectively once (its upserts repeat
+    harmlessly); ``print()`` and ``CollectSink`` are ``AT_LEAST_ONCE``.
+
+    >>> [guarantee.name for guarantee in DeliveryGuarantee]
+    ['EXACTLY_ONCE', 'AT_LEAST_ONCE', 'NONE']
+    """
+
+    EXACTLY_ONCE = "EXACTLY_ONCE"
+    AT_LEAST_ONCE = "AT_LEAST_ONCE"
+    NONE = "NONE"
