@@ -23,8 +23,9 @@ from tests.integration.chaos import ChaosMap, plan, remaining
 N, KEYS = 20_000, 37
 
 
-def word_counts(env, mode, parallelism, chaos=None):
+def word_counts(env, tmp_path, mode, parallelism, chaos=None):
     env.set_runtime_mode(mode).set_parallelism(parallelism).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "checkpoints"))
     numbers = env.from_source(SequenceSource(0, N - 1), "numbers")
     if chaos is not None:
         numbers = numbers.map(chaos)
@@ -39,22 +40,22 @@ def final_counts():
 
 
 @pytest.mark.parametrize("parallelism", [1, 2])
-def test_a_batch_reduce_emits_each_keys_final_value_only_and_takes_no_checkpoints(env, parallelism):
-    sink = word_counts(env, RuntimeExecutionMode.BATCH, parallelism)
+def test_a_batch_reduce_emits_each_keys_final_value_only_and_takes_no_checkpoints(env, tmp_path, parallelism):
+    sink = word_counts(env, tmp_path, RuntimeExecutionMode.BATCH, parallelism)
     result = env.execute(f"batch-reduce-p{parallelism}")
     assert sorted(result.collected(sink)) == final_counts()
     assert result.checkpoints == []
 
 
-def test_streaming_mode_reaches_the_same_final_values_through_every_running_value(env):
-    sink = word_counts(env, RuntimeExecutionMode.STREAMING, 2)
+def test_streaming_mode_reaches_the_same_final_values_through_every_running_value(env, tmp_path):
+    sink = word_counts(env, tmp_path, RuntimeExecutionMode.STREAMING, 2)
     out = env.execute("streaming-reduce").collected(sink)
     assert len(out) == N
     assert sorted(max(v for k2, v in out if k2 == k) for k in range(KEYS)) == sorted(c for _, c in final_counts())
 
 
-def test_automatic_mode_with_bounded_sources_runs_as_batch(env):
-    sink = word_counts(env, RuntimeExecutionMode.AUTOMATIC, 2)
+def test_automatic_mode_with_bounded_sources_runs_as_batch(env, tmp_path):
+    sink = word_counts(env, tmp_path, RuntimeExecutionMode.AUTOMATIC, 2)
     assert sorted(env.execute("automatic").collected(sink)) == final_counts()
 
 
@@ -62,7 +63,7 @@ def test_automatic_mode_with_bounded_sources_runs_as_batch(env):
 def test_a_failure_in_batch_mode_runs_the_job_again_from_the_start(env, tmp_path, how):
     faults = plan(str(tmp_path / "faults"), "fail")
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 0))
-    sink = word_counts(env, RuntimeExecutionMode.BATCH, 2,
+    sink = word_counts(env, tmp_path, RuntimeExecutionMode.BATCH, 2,
                        ChaosMap(faults, "fail", how, random.Random().randrange(100, 5_000), needs_checkpoint=False))
     result = env.execute(f"batch-{how}")
     assert remaining(faults) == [] and result.restarts == 1 and result.restored_from == [None, None]
