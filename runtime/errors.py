@@ -18,6 +18,7 @@ from __future__ import annotations
 
 __all__ = [
     "ChandyError",
+    "AsyncFunctionError",
     "is_retryable",
     "ApiUsageError",
     "UnknownNameError",
@@ -345,3 +346,13 @@ class IncompatibleCheckpointError(CheckpointError):
     """The checkpoint cannot be restored into this job (max parallelism, unknown operators)."""
 
     retryable = False
+
+
+class AsyncFunctionError(ChandyError):
+    """An async function's call failed for an input record: it raised (after its retries), or it timed out and
+    ``timeout`` raised. The user's exception is chained (``__cause__``), with its traceback. The job restarts from
+    its last checkpoint if its restart strategy allows: a remote service may answer then.
+
+    >>> issubclass(AsyncFunctionError, ChandyError), AsyncFunctionError.retryable
+    (True, True)
+    """

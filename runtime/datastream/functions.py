@@ -8,7 +8,9 @@
 42
 """
 
+from operators.async_functions import AsyncFunction, AsyncRetryPredicate, AsyncRetryStrategy
 from operators.functions import (
+    BroadcastProcessFunction,
     CoFlatMapFunction,
     CoGroupFunction,
     CoMapFunction,
@@ -17,6 +19,7 @@ from operators.functions import (
     FlatMapFunction,
     Function,
     JoinFunction,
+    KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,
@@ -38,6 +41,11 @@ from operators.window.functions import (
 from state_backends.descriptors import AggregateFunction
 
 __all__ = [
+    "BroadcastProcessFunction",
+    "KeyedBroadcastProcessFunction",
+    "AsyncFunction",
+    "AsyncRetryStrategy",
+    "AsyncRetryPredicate",
     "Function",
     "RuntimeContext",
     "MapFunction",

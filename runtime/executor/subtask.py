@@ -137,14 +137,16 @@ class SubtaskRunner:
         self.writer.emit(records)
 
     def run(self) -> None:
-        for index in range(len(self.operators)):
-            self._call(index, "open")
+        opened = 0  # operators whose open() ran: only they are closed (an async operator's thread stops then)
         try:
+            for index in range(len(self.operators)):
+                opened += 1
+                self._call(index, "open")
             self._run_to_the_end()
         except RECORD_ERRORS as exc:  # raised by the writer: the chain's last operator emitted the record
             raise OperatorError(self.chain.operators[-1], exc) from exc
         finally:
-            for node in self.chain.operators:
+            for node in self.chain.operators[:opened]:
                 try:
                     node.operator.close()
                 except Exception:  # close errors must not hide the error that ended the subtask
@@ -180,6 +182,7 @@ class SubtaskRunner:
         columnar = self.chain.is_columnar_source
         interval = self.watermark_interval
         next_watermarks = time.monotonic() + interval if interval is not None else float("inf")
+        timer_operators = self.timer_operators
         while not stopped.is_set():
             if triggers:
                 self._checkpoint(triggers.popleft(), 0.0)
@@ -189,6 +192,8 @@ class SubtaskRunner:
             if started >= next_watermarks:
                 self._periodic_watermarks(started)
                 next_watermarks = started + interval
+            if timer_operators:  # chained operators' due timers (an async operator's finished calls)
+                self._fire_processing_timers(started)
             batch = self._call(0, "poll", poll_size)
             if batch is None:
                 if not polled and self.slot.graph.checkpointing is not None:
