@@ -6,7 +6,8 @@ the input ends (the final watermark), then hands the operator each key's records
 final watermark: every event-time timer and window fires once, at the end. Watermarks before that are held
 back (they would only fire timers early). A keyed ``reduce`` emits only each key's final value. The second input
 of a keyed two-input operator is grouped the same way, unless it is a broadcast input: that one goes through at
-once, so the broadcast state is complete before any keyed record is processed (as in Flink).
+once, so the broadcast state is complete before any keyed record is processed (as in Flink). A broadcast operator
+on a stream that is not keyed gets the same: its other input is held, in arrival order, until the end.
 
 >>> from operators.builtins import KeyedReduceOperator
 >>> from operators.context import SubtaskInfo
@@ -40,10 +41,11 @@ _EARLIEST = -(1 << 63)
 class _Groups:
     """One input's records by key, in the order keys first came, each with its timestamps (None: none)."""
 
-    __slots__ = ("key_of", "records", "timestamps", "stamped")
+    __slots__ = ("key_of", "records", "timestamps", "stamped", "sort")
 
-    def __init__(self, key_of):
+    def __init__(self, key_of, sort: bool = True):
         self.key_of = key_of
+        self.sort = sort  # each key's records by timestamp
         self.records: dict = {}
         self.timestamps: dict = {}
         self.stamped = False
@@ -84,13 +86,17 @@ class _Groups:
         out = []
         for key, group in self.records.items():
             timestamps = stamps.get(key)
-            if timestamps is not None:  # each key's records in event-time order, as Flink sorts them
+            if timestamps is not None and self.sort:  # each key's records in event-time order, as Flink sorts them
                 order = sorted(range(len(group)), key=lambda i: _EARLIEST if timestamps[i] is None else timestamps[i])
                 group = [group[i] for i in order]
                 timestamps = [timestamps[i] for i in order]
             out.append((key, group, timestamps))
         self.records, self.timestamps = {}, {}
         return out
+
+
+def _one_group(record) -> int:
+    return 0
 
 
 def _chunks(groups: list) -> list:
@@ -119,6 +125,7 @@ class BatchKeyedOperator(TwoInputOperator):
     def __init__(self, inner):
         super().__init__(inner.name, inner.function)
         self.inner = inner
+        self.keyed = inner.keyed  # False for a broadcast operator on a stream that is not keyed
         self.two_input = isinstance(inner, TwoInputOperator)
         self.key1 = getattr(inner, "key_selector", None) or getattr(inner, "key1", None)
         self.key2 = getattr(inner, "key2", None)  # None: a broadcast second input, which goes straight through
@@ -137,7 +144,8 @@ class BatchKeyedOperator(TwoInputOperator):
         self.inner.restore_operator_state(state)
 
     def open(self) -> None:
-        self.first = _Groups(self.key1)
+        # a broadcast operator's non-keyed input: one group, kept in arrival order (nothing to sort by)
+        self.first = _Groups(self.key1 if self.key1 is not None else _one_group, sort=self.key1 is not None)
         self.second = _Groups(self.key2) if self.key2 is not None else None
         self.inner.open()
 

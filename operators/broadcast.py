@@ -31,9 +31,9 @@ from typing import Any, Callable, Iterator
 from operators.builtins import KeyedProcessOperator, _run_function, _tagged
 from operators.co_operators import TwoInputOperator
 from operators.context import KeyedContext
-from operators.timers import processing_time_ms
+from operators.timers import NonKeyedTimerService, processing_time_ms
 from runtime.errors import StateUsageError
-from runtime.executor.restore import UNION_PREFIX
+from runtime.protocol.checkpoints import UNION_PREFIX
 from state_backends.descriptors import MapStateDescriptor
 
 __all__ = ["ReadOnlyBroadcastState", "BroadcastState", "BroadcastProcessOperator", "KeyedBroadcastProcessOperator"]
@@ -169,26 +169,8 @@ class _Context(KeyedContext):
                 backend.set_current_key(before)
 
 
-class _NoTimers:
-    """``ctx.timer_service()`` where no key is current (``process_broadcast_element``): time, no timers."""
-
-    __slots__ = ("_operator",)
-
-    def __init__(self, operator):
-        self._operator = operator
-
-    def current_processing_time(self) -> int:
-        return processing_time_ms()
-
-    def current_watermark(self) -> int:
-        return self._operator.watermark
-
-    def _refuse(self, *_) -> None:
-        raise StateUsageError("Timers belong to a key: register them in process_element() of a "
-                              "KeyedBroadcastProcessFunction, not in process_broadcast_element(), which has no key.")
-
-    register_event_time_timer = register_processing_time_timer = _refuse
-    delete_event_time_timer = delete_processing_time_timer = _refuse
+_NO_KEY = ("Timers belong to a key: register them in process_element() of a KeyedBroadcastProcessFunction, not in "
+           "process_broadcast_element(), which has no key.")
 
 
 class BroadcastProcessOperator(TwoInputOperator):
@@ -210,9 +192,13 @@ class BroadcastProcessOperator(TwoInputOperator):
         self.entries = {d.name: self._restored.pop(d.name, {}) for d in self.descriptors}
         writable = {name: BroadcastState(name, e) for name, e in self.entries.items()}
         read_only = {name: ReadOnlyBroadcastState(name, e) for name, e in self.entries.items()}
-        self.broadcast_ctx = _Context(_NoTimers(self), writable, self)
-        self.ctx = _Context(_NoTimers(self), read_only, self)
+        watermark = self._current_watermark
+        self.broadcast_ctx = _Context(NonKeyedTimerService(watermark, _NO_KEY), writable, self)
+        self.ctx = _Context(NonKeyedTimerService(watermark), read_only, self)
         super().open()  # the user function's open(runtime_context)
+
+    def _current_watermark(self) -> int:
+        return self.watermark
 
     def process_batch1(self, records: list) -> list:
         out = _run_function(self.function.process_element, records, self.ctx, None, None, self.name)

@@ -147,10 +147,14 @@ class NonKeyedTimerService:
     5
     """
 
-    __slots__ = ("_watermark",)
+    __slots__ = ("_watermark", "_why")
 
-    def __init__(self, watermark):
+    NOT_KEYED = ("Timers need a keyed stream: timers belong to a key and are checkpointed with its state. Call "
+                 "key_by(...) and use a KeyedProcessFunction.")
+
+    def __init__(self, watermark, why: str = NOT_KEYED):
         self._watermark = watermark
+        self._why = why  # what the refusal of a timer says
 
     def current_processing_time(self) -> int:
         return processing_time_ms()
@@ -159,8 +163,7 @@ class NonKeyedTimerService:
         return self._watermark()
 
     def _refuse(self, *_) -> None:
-        raise StateUsageError("Timers need a keyed stream: timers belong to a key and are checkpointed with its "
-                              "state. Call key_by(...) and use a KeyedProcessFunction.")
+        raise StateUsageError(self._why)
 
     register_event_time_timer = register_processing_time_timer = _refuse
     delete_event_time_timer = delete_processing_time_timer = _refuse

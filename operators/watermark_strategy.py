@@ -215,6 +215,18 @@ class WatermarkStrategy:
         """
         return WatermarkStrategy(_NoWatermarks, description="no watermarks")
 
+    def assigns_nothing(self) -> bool:
+        """Neither timestamps nor watermarks: ``no_watermarks()`` without an assigner (PyFlink's usual argument
+        of ``from_source`` for a job without event time), which leaves a stream as it is.
+
+        >>> WatermarkStrategy.no_watermarks().assigns_nothing()
+        True
+        >>> WatermarkStrategy.no_watermarks().with_timestamp_assigner(lambda e, _: e).assigns_nothing()
+        False
+        """
+        return self.generator_factory is _NoWatermarks and self.timestamp_assigner is None and \
+            self.idle_timeout_ms is None
+
     @staticmethod
     def for_generator(generator_supplier) -> "WatermarkStrategy":
         """Watermarks from your own :class:`WatermarkGenerator`: a class or a no-argument callable making one

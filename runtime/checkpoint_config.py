@@ -7,13 +7,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from enum import Enum
 
 from runtime.errors import ApiUsageError, ConfigurationError
 
-__all__ = ["CheckpointingMode", "CheckpointConfig", "RestartStrategies", "RestartStrategy"]
+__all__ = ["CheckpointingMode", "CheckpointConfig", "ExternalizedCheckpointCleanup", "RestartStrategies",
+           "RestartStrategy"]
+
+log = logging.getLogger(__name__)
 
 
 class CheckpointingMode(Enum):
@@ -27,6 +31,22 @@ class CheckpointingMode(Enum):
 
     EXACTLY_ONCE = "EXACTLY_ONCE"
     AT_LEAST_ONCE = "AT_LEAST_ONCE"
+
+
+class ExternalizedCheckpointCleanup(Enum):
+    """What happens to a job's checkpoints when it is cancelled (PyFlink's ``ExternalizedCheckpointCleanup``, Flink
+    2's ``ExternalizedCheckpointRetention``): Chandy retains them.
+
+    >>> ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION.value
+    'RETAIN_ON_CANCELLATION'
+    """
+
+    DELETE_ON_CANCELLATION = "DELETE_ON_CANCELLATION"
+    RETAIN_ON_CANCELLATION = "RETAIN_ON_CANCELLATION"
+    NO_EXTERNALIZED_CHECKPOINTS = "NO_EXTERNALIZED_CHECKPOINTS"
+
+
+ExternalizedCheckpointRetention = ExternalizedCheckpointCleanup
 
 
 def _positive(name: str, value: float, minimum: float = 0) -> float:
@@ -57,6 +77,7 @@ class CheckpointConfig:
         self.max_concurrent = 1
         self.tolerable_failures = 0
         self.retained = 3
+        self.externalized = ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval_ms is not None
@@ -77,12 +98,14 @@ class CheckpointConfig:
     def get_checkpointing_mode(self) -> CheckpointingMode:
         return self.mode
 
-    def set_checkpoint_storage(self, url: str, filesystem=None) -> "CheckpointConfig":
-        """Where checkpoints go: any fsspec URL (``file:///...``, ``s3://...``, ``memory://`` in one process).
+    def set_checkpoint_storage(self, url, filesystem=None) -> "CheckpointConfig":
+        """Where checkpoints go: any fsspec URL (``file:///...``, ``s3://...``, ``memory://`` in one process), or
+        a ``FileSystemCheckpointStorage`` / ``JobManagerCheckpointStorage`` object (PyFlink's form).
 
         ``filesystem``: an fsspec filesystem instance to use for it (credentials, custom options); it is
         pickled to the executors.
         """
+        url = getattr(url, "url", url)  # runtime.datastream.checkpoint_storage objects
         if not isinstance(url, str) or not url:
             raise ConfigurationError(f"set_checkpoint_storage() expects a URL or a path, got {url!r}")
         self.storage = url if "://" in url else "file://" + os.path.abspath(url)
@@ -131,6 +154,65 @@ class CheckpointConfig:
 
     def get_max_retained_checkpoints(self) -> int:
         return self.retained
+
+    def enable_externalized_checkpoints(self, cleanup_mode: "ExternalizedCheckpointCleanup") -> "CheckpointConfig":
+        """What happens to checkpoints when the job is cancelled: Chandy keeps them (``RETAIN_ON_CANCELLATION``,
+        Flink 2's default), so a cancelled job can be restored; the other modes are refused until Chandy can
+        honour them.
+
+        >>> CheckpointConfig().enable_externalized_checkpoints(
+        ...     ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION).get_externalized_checkpoint_cleanup().name
+        'RETAIN_ON_CANCELLATION'
+        >>> try:
+        ...     CheckpointConfig().set_externalized_checkpoint_retention(
+        ...         ExternalizedCheckpointCleanup.DELETE_ON_CANCELLATION)
+        ... except ConfigurationError as e:
+        ...     print(str(e)[:70])
+        DELETE_ON_CANCELLATION is not in Chandy yet: checkpoints are always re
+        """
+        if not isinstance(cleanup_mode, ExternalizedCheckpointCleanup):
+            raise ApiUsageError(f"expected an ExternalizedCheckpointCleanup, got {cleanup_mode!r}")
+        if cleanup_mode is not ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION:
+            raise ConfigurationError(
+                f"{cleanup_mode.name} is not in Chandy yet: checkpoints are always retained when a job is cancelled "
+                "(RETAIN_ON_CANCELLATION), and set_max_retained_checkpoints(n) bounds how many. Delete a cancelled "
+                "job's checkpoint directory yourself if you do not need it.")
+        self.externalized = cleanup_mode
+        return self
+
+    set_externalized_checkpoint_cleanup = set_externalized_checkpoint_retention = enable_externalized_checkpoints
+
+    def get_externalized_checkpoint_cleanup(self) -> "ExternalizedCheckpointCleanup":
+        return self.externalized
+
+    get_externalized_checkpoint_retention = get_externalized_checkpoint_cleanup
+
+    def is_externalized_checkpoints_enabled(self) -> bool:
+        return True
+
+    def enable_unaligned_checkpoints(self, enabled: bool = True) -> "CheckpointConfig":
+        """Accepted; checkpoints stay aligned until Chandy has unaligned ones (a warning says so once).
+
+        >>> CheckpointConfig().enable_unaligned_checkpoints().is_unaligned_checkpoints_enabled()
+        False
+        """
+        if enabled:
+            log.warning("enable_unaligned_checkpoints(): Chandy's checkpoints are aligned (exactly once, waiting for "
+                        "the records in flight); unaligned checkpoints are not in Chandy yet.")
+        return self
+
+    def disable_unaligned_checkpoints(self) -> "CheckpointConfig":
+        return self
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return False
+
+    def set_aligned_checkpoint_timeout(self, alignment_timeout) -> "CheckpointConfig":
+        """Accepted: it switches to unaligned checkpoints after the timeout in Flink, and Chandy's stay aligned."""
+        return self
+
+    def set_force_unaligned_checkpoints(self, force_unaligned_checkpoints: bool = True) -> "CheckpointConfig":
+        return self
 
 
 @dataclass(frozen=True)

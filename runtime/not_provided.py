@@ -120,7 +120,13 @@ _SCHEMA_INSTEAD = ("json.dumps / json.loads (or csv, fastavro) in your own Sourc
                    "sink; SimpleStringSchema for text")
 
 # module -> {name: why it is missing}, for modules that exist but lack a few of PyFlink's names
+_ROCKSDB = Absence("PyFlink's EmbeddedRocksDBStateBackend (RocksDB state, incremental checkpoints)",
+                   "Chandy's RocksDB backend is not built yet; every keyed state lives in the Python heap",
+                   "HashMapStateBackend() (the default): state must fit the workers' memory")
+
 MISSING_NAMES: dict[str, dict[str, Absence]] = {
+    "runtime.datastream": {"EmbeddedRocksDBStateBackend": _ROCKSDB, "PredefinedOptions": _ROCKSDB},
+    "runtime.datastream.state_backend": {"EmbeddedRocksDBStateBackend": _ROCKSDB, "PredefinedOptions": _ROCKSDB},
     _PACKAGE: {
         **dict.fromkeys(["KafkaSource", "FlinkKafkaConsumer", "FlinkKafkaProducer", "Semantic"], _KAFKA),
         **dict.fromkeys(["DynamicKafkaSource", "DynamicKafkaSourceBuilder", "KafkaMetadataService",

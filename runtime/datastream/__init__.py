@@ -8,6 +8,7 @@ A PyFlink program ports by replacing ``pyflink`` with ``runtime`` in its imports
 'Map'
 """
 
+from operators.async_functions import AsyncFunction, AsyncRetryPredicate, AsyncRetryStrategy
 from operators.functions import (
     BroadcastProcessFunction,
     CoFlatMapFunction,
@@ -36,14 +37,23 @@ from operators.window.functions import (
     ProcessWindowFunction,
     WindowFunction,
 )
-from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode
+from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointCleanup
+from runtime.datastream.async_data_stream import AsyncDataStream
 from runtime.datastream.broadcast_stream import BroadcastConnectedStream, BroadcastStream
+from runtime.datastream.checkpoint_storage import (
+    CheckpointStorage,
+    CustomCheckpointStorage,
+    FileSystemCheckpointStorage,
+    JobManagerCheckpointStorage,
+)
 from runtime.datastream.connected_streams import ConnectedStreams
 from runtime.datastream.data_stream import CloseableIterator, DataStream, DataStreamSink, KeyedStream
 from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.execution_mode import RuntimeExecutionMode
+from runtime.datastream.state_backend import HashMapStateBackend, StateBackend
 from runtime.datastream.stream_execution_environment import StreamExecutionEnvironment
 from runtime.datastream.windowed_stream import AllWindowedStream, WindowedStream
+from runtime.not_provided import absent_names
 from runtime.side_outputs import OutputTag
 
 __all__ = [
@@ -54,6 +64,10 @@ __all__ = [
     "KeyedStream",
     "ConnectedStreams",
     "BroadcastStream",
+    "AsyncDataStream",
+    "AsyncFunction",
+    "AsyncRetryStrategy",
+    "AsyncRetryPredicate",
     "BroadcastConnectedStream",
     "WindowedStream",
     "AllWindowedStream",
@@ -61,6 +75,13 @@ __all__ = [
     "CloseableIterator",
     "CheckpointConfig",
     "CheckpointingMode",
+    "ExternalizedCheckpointCleanup",
+    "CheckpointStorage",
+    "FileSystemCheckpointStorage",
+    "JobManagerCheckpointStorage",
+    "CustomCheckpointStorage",
+    "StateBackend",
+    "HashMapStateBackend",
     "OutputTag",
     "Function",
     "RuntimeContext",
@@ -87,3 +108,5 @@ __all__ = [
     "ProcessWindowFunction",
     "ProcessAllWindowFunction",
 ]
+
+__getattr__ = absent_names(__name__)  # EmbeddedRocksDBStateBackend: says why it is missing

@@ -5,6 +5,6 @@
 5
 """
 
-from runtime.checkpoint_config import CheckpointConfig
+from runtime.checkpoint_config import CheckpointConfig, ExternalizedCheckpointCleanup, ExternalizedCheckpointRetention
 
-__all__ = ["CheckpointConfig"]
+__all__ = ["CheckpointConfig", "ExternalizedCheckpointCleanup", "ExternalizedCheckpointRetention"]

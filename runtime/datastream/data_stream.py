@@ -77,6 +77,10 @@ def _everything_one_key(record) -> int:
     return 0
 
 
+def _first_subtask(key, num_partitions: int) -> int:
+    return 0
+
+
 def positive_int(value: int, setting: str) -> int:
     """``value`` if it is a positive int; else a ConfigurationError naming ``setting`` (e.g. "parallelism")."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -130,6 +134,37 @@ class _Named:
             raise ConfigurationError(f"'{self._transformation.name}' is a non-parallel source: its parallelism is 1")
         self._transformation.parallelism = positive_int(parallelism, "parallelism")
         return self
+
+    def set_max_parallelism(self, max_parallelism: int):
+        """The operator's max parallelism: the number of key groups its keyed state is split into, the most
+        subtasks it can ever be rescaled to. Chandy keeps one number of key groups per job, so operators that
+        set one must agree, and it becomes the job's (as ``env.set_max_parallelism``).
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> _ = env.from_sequence(1, 10).key_by(lambda x: x % 2).reduce(max).set_max_parallelism(64).print()
+        >>> env.get_job_graph("job").max_parallelism
+        64
+        """
+        from runtime.datastream.stream_execution_environment import UPPER_BOUND_MAX_PARALLELISM
+
+        value = positive_int(max_parallelism, "max parallelism")
+        if value > UPPER_BOUND_MAX_PARALLELISM:
+            raise ConfigurationError(f"max parallelism must be at most {UPPER_BOUND_MAX_PARALLELISM}, got {value}")
+        self._transformation.max_parallelism = value
+        return self
+
+    def set_uid_hash(self, uid_hash: str):
+        """PyFlink's way to pin a JVM operator's state by hash; in Chandy the uid is the state's address, so the
+        hash serves as the uid.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> _ = env.from_sequence(1, 10).map(str).set_uid_hash("2e588ce1c86a9d46e2e85186773ce4fd").print()
+        >>> [node.uid for node in env.get_job_graph("job").operators if node.name == "Map"]
+        ['2e588ce1c86a9d46e2e85186773ce4fd']
+        """
+        return self.uid(uid_hash)
 
 
     def disable_chaining(self):
@@ -495,6 +530,80 @@ class DataStream(_Named):
         self._require_records("broadcast state")
         descriptors = checked_descriptors(broadcast_state_descriptors)
         return BroadcastStream(self._repartition(BROADCAST, "Broadcast"), descriptors)
+
+    def global_(self) -> "DataStream":
+        """Send every record to the first subtask of the next operator (Flink's ``global``; ``global`` is a
+        Python keyword).
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_sequence(1, 10).global_().get_name()
+        'Global'
+        """
+        self._require_records("global_")
+        return self._repartition(EdgePartitioner("custom", _everything_one_key, partition=_first_subtask), "Global")
+
+    def force_non_parallel(self) -> "DataStream":
+        """Run this operator with one subtask, for good: parallelism and max parallelism 1.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> _ = env.from_sequence(1, 10).map(str).force_non_parallel().print()
+        >>> [node.parallelism for node in env.get_job_graph("job").operators if node.name == "Map"]
+        [1]
+        """
+        self._transformation.parallelism = 1
+        self._transformation.non_parallel = True
+        return self
+
+    def set_buffer_timeout(self, timeout_millis: int) -> "DataStream":
+        """Refused for one operator: Chandy flushes every output on one job-wide timeout; set it with
+        ``env.set_buffer_timeout(ms)``.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> try:
+        ...     env.from_sequence(1, 10).map(str).set_buffer_timeout(5)
+        ... except Exception as e:
+        ...     print(e)
+        set_buffer_timeout() on one operator: Chandy has one buffer timeout per job. Use env.set_buffer_timeout(5).
+        """
+        raise ConfigurationError(f"set_buffer_timeout() on one operator: Chandy has one buffer timeout per job. "
+                                 f"Use env.set_buffer_timeout({timeout_millis}).")
+
+    def project(self, *field_indexes: int) -> "DataStream":
+        """Keep the given positions of each tuple (or Row) record, in that order, as a tuple.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_collection([("a", 1, True)]).project(2, 0).get_name()
+        'Projection'
+        """
+        if not field_indexes or not all(isinstance(i, int) for i in field_indexes):
+            raise ApiUsageError(f"project() takes field positions (ints), got {field_indexes!r}")
+        indexes = tuple(field_indexes)
+        return self._then_map("Projection", lambda record: tuple(record[i] for i in indexes))
+
+    def _then_map(self, name: str, call: Callable) -> "DataStream":
+        self._require_records(name.lower())
+        return DataStream(self._env, self._then("operator", name, lambda n: MapOperator(n, None, call)))
+
+    def cache(self):
+        """Refused: Flink's ``cache()`` keeps a batch job's intermediate result for later jobs of the same
+        session. Chandy runs each job on its own Spark barrier stage and keeps nothing between jobs: write the
+        stream with a FileSink and read it back with a FileSource in the next job.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> try:
+        ...     env.from_sequence(1, 10).cache()
+        ... except Exception as e:
+        ...     print(type(e).__name__)
+        ApiUsageError
+        """
+        raise ApiUsageError("cache() is not available: Chandy keeps nothing between jobs (each runs on its own Spark "
+                            "barrier stage). Write the stream with a FileSink and read it back with a FileSource "
+                            "in the next job.")
 
     def get_side_output(self, output_tag: OutputTag) -> "DataStream":
         """The records this operator emitted under ``output_tag`` (``yield output_tag, value`` in a process

@@ -350,7 +350,7 @@ class StreamExecutionEnvironment:
                            schema=source.schema, bounded=bounded)
         self._add(t)
         stream = DataStream(self, t)
-        if strategy is not None:
+        if strategy is not None and not strategy.assigns_nothing():
             stream = stream._assign_watermarks(strategy, f"{source_name}: Timestamps/Watermarks")
         return stream
 

@@ -27,11 +27,10 @@ from __future__ import annotations
 import pickle
 
 from runtime.ids import SubtaskIndex
-from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, RestoreSpec
+from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, UNION_PREFIX, RestoreSpec
 
 __all__ = ["restore_operator", "UNION_PREFIX"]
 
-UNION_PREFIX = "union:"  # operator list state every subtask receives whole (each keeps what it owns)
 
 
 def restore_operator(storage, spec: RestoreSpec, operator, backend, subtask: SubtaskIndex,

@@ -83,13 +83,35 @@ def _combiner(operator, inputs: list, uid: str) -> OperatorNode | None:
     return combiner
 
 
+def _broadcast(operator) -> bool:
+    from operators.broadcast import BroadcastProcessOperator
+
+    return isinstance(operator, BroadcastProcessOperator)
+
+
 def _batch_operator(operator, name: str):
     from operators.batch import BatchKeyedOperator
 
+    if _broadcast(operator):
+        return BatchKeyedOperator(operator)
     if getattr(operator, "key_selector", None) is None and getattr(operator, "key1", None) is None:
         raise JobGraphError(f"Operator '{name}' (a running aggregate over Arrow batches) has no batch execution: "
                             "run the job in STREAMING mode, or call to_rows() and use reduce() in BATCH mode.")
     return BatchKeyedOperator(operator)
+
+
+def _agreed_max_parallelism(transformations: list[Transformation], job_value: int | None) -> int | None:
+    """The job's max parallelism, given operators' own ``set_max_parallelism``: one number of key groups per job,
+    so they must agree with each other and with the environment's."""
+    chosen = {t.max_parallelism: t.name for t in transformations if t.max_parallelism is not None}
+    if not chosen:
+        return job_value
+    if len(chosen) > 1 or (job_value is not None and job_value not in chosen):
+        said = ", ".join(f"'{name}': {value}" for value, name in sorted(chosen.items()))
+        job = f"; the environment's is {job_value}" if job_value is not None else ""
+        raise JobGraphError(f"Operators set different max parallelisms ({said}{job}). Chandy splits the keyed state "
+                            "of a job into one number of key groups: set one value, e.g. env.set_max_parallelism(n).")
+    return next(iter(chosen))
 
 
 def _derive_uid(t: Transformation, input_uids: list[str], seen: dict[str, int]) -> str:
@@ -162,7 +184,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
         seen_uids[uid] = t.name
         operator = t.make_operator(t.name)
         inputs = [(nodes[u.id], partitioner, side_tag, number) for u, partitioner, side_tag, number in upstream]
-        if batch and getattr(operator, "keyed", False):
+        if batch and (getattr(operator, "keyed", False) or _broadcast(operator)):
             combiner = _combiner(operator, inputs, uid)
             if combiner is not None:
                 nodes[("combine", t.id)] = combiner
@@ -187,6 +209,7 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
 
     all_nodes = list(nodes.values())
     _check_every_operator_reaches_a_sink(job_name, all_nodes)
+    max_parallelism = _agreed_max_parallelism(physical, max_parallelism)
     max_p = max_parallelism or default_max_parallelism(max(n.parallelism for n in all_nodes))
     if not 1 <= max_p <= UPPER_BOUND_MAX_PARALLELISM:
         raise JobGraphError(f"max parallelism {max_p} is outside [1, {UPPER_BOUND_MAX_PARALLELISM}]")

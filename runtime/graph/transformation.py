@@ -43,6 +43,7 @@ class Transformation:
     timestamp_column: str | None = None  # a columnar stream's event-time column, from assign_timestamps_and_watermarks
     chaining: str = "always"  # "always" | "head" (start_new_chain) | "never" (disable_chaining)
     description: str | None = None
+    max_parallelism: int | None = None  # set_max_parallelism on the operator: must agree with the job's
     bounded: bool = True  # a source whose input ends (BATCH mode needs every source bounded)
     slot_sharing_group: str | None = None  # recorded; every subtask i runs in slot i whatever its group
     id: int = field(default_factory=lambda: next(_ids))

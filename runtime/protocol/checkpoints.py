@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 
 from runtime.ids import ChainIndex, CheckpointId, KeyGroup, SubtaskIndex
 
-__all__ = [
+__all__ = ["UNION_PREFIX", 
     "OPERATOR_STATE_GROUP",
     "METADATA_FORMAT",
     "SubtaskId",
@@ -46,6 +46,7 @@ __all__ = [
 
 # The "key group" under which an operator subtask's non-keyed (operator list) state is stored.
 OPERATOR_STATE_GROUP = KeyGroup(-1)
+UNION_PREFIX = "union:"  # operator list state every subtask receives whole on a restore (Flink's union state)
 METADATA_FORMAT = 1
 
 

@@ -13,13 +13,13 @@ from operators import (
     CollectSink,
     KeyedBroadcastProcessFunction,
     ListStateDescriptor,
-    MapFunction,
     MapStateDescriptor,
     SequenceSource,
 )
 from runtime import RestartStrategies
 from runtime.errors import JobFailedError
 from tests.integration.chaos import ChaosMap, plan, remaining
+from tests.integration.checkpoints import SignalAfterCheckpoints
 from tests.integration.paced import PacedSource
 from tests.integration.waiting import wait_for
 
@@ -89,22 +89,6 @@ def alerts_job(env, tmp_path, parallelism, chaos=None, marker=None):
     (readings.key_by(lambda r: r[0]).connect(rules.broadcast(RULES)).process(Alerts()).uid("alerts")
      .sink_to(sink).uid("sink"))
     return sink
-
-
-class SignalAfterCheckpoints(MapFunction):
-    def __init__(self, path, checkpoints):
-        self.path, self.checkpoints = path, checkpoints
-
-    def open(self, runtime_context):
-        self.completed = 0
-
-    def notify_checkpoint_complete(self, checkpoint_id):
-        self.completed += 1
-        if self.completed >= self.checkpoints and not os.path.exists(self.path):
-            open(self.path, "w").close()
-
-    def map(self, n):
-        return n
 
 
 @pytest.mark.parametrize("parallelism", [1, 2])

@@ -10,6 +10,7 @@ import pytest
 from operators import (
     CollectSink,
     DiscardingSink,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     MapFunction,
     SequenceSource,
@@ -26,15 +27,30 @@ from runtime.errors import (
 )
 from runtime.keys.key_groups import subtask_for_key
 from state_backends.storage import CheckpointStorage
-from tests.integration.checkpoints import restored_state
+from tests.integration.checkpoints import SignalAfterCheckpoints, restored_state
 from tests.integration.jobs import CountPerKey, final_counts
 from tests.integration.paced import PacedSource
 from tests.integration.waiting import wait_for
 
 
-def test_aligned_snapshot_holds_exactly_the_records_before_each_barrier(env, tmp_path):
-    """A fast and a 100x slower input into one keyed operator: in every checkpoint, the count of records
-    from each source equals that source's checkpointed position: nothing after a barrier leaked in."""
+class CoCountPerKey(KeyedCoProcessFunction):
+    """CountPerKey over both inputs of connected streams: one count per key, whichever input a record came by."""
+
+    def open(self, runtime_context):
+        self.counter = CountPerKey()
+        self.counter.open(runtime_context)
+
+    def process_element1(self, value, ctx):
+        return self.counter.process_element(value, ctx)
+
+    process_element2 = process_element1
+
+
+@pytest.mark.parametrize("inputs", ["union", "connect"])
+def test_aligned_snapshot_holds_exactly_the_records_before_each_barrier(env, tmp_path, inputs):
+    """A fast and a 100x slower input into one keyed operator (one input gate by union, or the two inputs of a
+    two-input operator): in every checkpoint, the count of records from each source equals that source's
+    checkpointed position: nothing after a barrier leaked in."""
     env.set_parallelism(2).enable_checkpointing(50, CheckpointingMode.EXACTLY_ONCE)
     url = str(tmp_path / "ck")
     env.get_checkpoint_config().set_checkpoint_storage(url).set_max_retained_checkpoints(1000)
@@ -46,9 +62,13 @@ def test_aligned_snapshot_holds_exactly_the_records_before_each_barrier(env, tmp
     slow = env.from_source(PacedSource(SequenceSource(0, 2_999, records_per_second=2_000),
                                        end_after_checkpoints=5), "slow").uid("slow") \
         .set_parallelism(1).map(lambda x: "slow").uid("slow-tag").set_parallelism(1)
-    fast.union(slow).key_by(lambda tag: tag).process(CountPerKey()).uid("count").sink_to(DiscardingSink())
-    env.execute("alignment")
-    storage = CheckpointStorage("file://" + url, "alignment")
+    if inputs == "union":
+        counted = fast.union(slow).key_by(lambda tag: tag).process(CountPerKey())
+    else:
+        counted = fast.connect(slow).key_by(lambda tag: tag, lambda tag: tag).process(CoCountPerKey())
+    counted.uid("count").sink_to(DiscardingSink())
+    env.execute(f"alignment-{inputs}")
+    storage = CheckpointStorage("file://" + url, f"alignment-{inputs}")
     checked = 0
     for checkpoint in storage.completed():
         counts, _ = restored_state(storage, checkpoint, "count", "count")
@@ -72,22 +92,6 @@ class CountWithPlacement(KeyedProcessFunction):
         n = (self.count.value() or 0) + 1
         self.count.update(n)
         yield ctx.get_current_key(), n, *self.where
-
-
-class SignalAfterCheckpoints(MapFunction):
-    def __init__(self, path, checkpoints):
-        self.path, self.checkpoints = path, checkpoints
-
-    def open(self, runtime_context):
-        self.completed = 0
-
-    def notify_checkpoint_complete(self, checkpoint_id):
-        self.completed += 1
-        if self.completed >= self.checkpoints and not os.path.exists(self.path):
-            open(self.path, "w").close()
-
-    def map(self, value):
-        return value
 
 
 N, KEYS = 60_000, 97

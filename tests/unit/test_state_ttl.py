@@ -339,7 +339,9 @@ def test_bulk_access_respects_expiry():
     assert sorted(backend.keys("s")) == ["a"]
 
 
-def test_entries_of_list_and_map_state_show_live_parts_without_timestamps():
+def old_and_new_elements():
+    """A list and a map state of key "a", each with an element written at 0 s and one at 5 s (ttl 10 s); the
+    clock at 12 s: the old elements expired, the new ones live."""
     clock = Clock()
     backend = make_backend(clock)
     seen = backend.get_state(with_ttl(ListStateDescriptor("seen")))
@@ -351,6 +353,11 @@ def test_entries_of_list_and_map_state_show_live_parts_without_timestamps():
     seen.add("new")
     visits.put("new", 2)
     clock.now = 12_000
+    return clock, backend
+
+
+def test_entries_of_list_and_map_state_show_live_parts_without_timestamps():
+    clock, backend = old_and_new_elements()
     assert [(key, value) for _, key, value in backend.entries("seen")] == [("a", ["new"])]
     assert [(key, value) for _, key, value in backend.entries("visits")] == [("a", {"new": 2})]
 
@@ -449,17 +456,7 @@ def test_a_snapshot_after_expiry_does_not_contain_the_expired_entry(kind):
 
 
 def test_list_and_map_snapshots_keep_only_live_elements():
-    clock = Clock()
-    backend = make_backend(clock)
-    seen = backend.get_state(with_ttl(ListStateDescriptor("seen")))
-    visits = backend.get_state(with_ttl(MapStateDescriptor("visits")))
-    backend.set_current_key("a")
-    seen.add("old")
-    visits.put("old", 1)
-    clock.now = 5_000
-    seen.add("new")
-    visits.put("new", 2)
-    clock.now = 12_000
+    clock, backend = old_and_new_elements()
     restored = restored_from(backend.snapshot(), clock)
     seen = restored.get_state(with_ttl(ListStateDescriptor("seen")))
     visits = restored.get_state(with_ttl(MapStateDescriptor("visits")))

@@ -4,8 +4,8 @@
 >>> from runtime.datastream import StreamExecutionEnvironment
 >>> env = StreamExecutionEnvironment.get_execution_environment()
 >>> numbers = env.from_source(NumberSequenceSource(1, 100), WatermarkStrategy.no_watermarks(), "numbers")
->>> numbers.get_name()
-'numbers: Timestamps/Watermarks'
+>>> numbers.get_name()  # no_watermarks() without an assigner adds no operator
+'numbers'
 """
 
 from __future__ import annotations
