@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from enum import Enum
 
 from runtime.errors import ApiUsageError, ConfigurationError
+from runtime.restart_strategies import (
+    ExponentialDelayRestartStrategy,
+    FailureRateRestartStrategy,
+    FixedDelayRestartStrategy,
+    NoRestartStrategy,
+    RestartStrategy,
+)
 
 __all__ = ["CheckpointingMode", "CheckpointConfig", "ExternalizedCheckpointCleanup", "RestartStrategies",
-           "RestartStrategy"]
+           "RestartStrategy", "FallbackRestartStrategy"]
 
 log = logging.getLogger(__name__)
 
@@ -215,36 +221,62 @@ class CheckpointConfig:
         return self
 
 
-@dataclass(frozen=True)
-class RestartStrategy:
-    """How often, and how long apart, a failed job is restarted from its latest checkpoint.
+class FallbackRestartStrategy(RestartStrategy):
+    """``RestartStrategies.fall_back_restart()``: the environment's default strategy.
 
-    >>> RestartStrategy(max_attempts=3, delay_ms=1000).max_attempts
-    3
+    >>> FallbackRestartStrategy()
+    FallbackRestartStrategy()
     """
 
-    max_attempts: int
-    delay_ms: float
-
-    def __post_init__(self):
-        _positive("restart attempts", self.max_attempts)
-        _positive("restart delay (ms)", self.delay_ms)
+    def __repr__(self) -> str:
+        return "FallbackRestartStrategy()"
 
 
 class RestartStrategies:
-    """Factories named as PyFlink's ``RestartStrategies``.
+    """Factories named as PyFlink's ``RestartStrategies`` (durations in milliseconds or ``timedelta``s).
 
     >>> RestartStrategies.fixed_delay_restart(3, 1000)
-    RestartStrategy(max_attempts=3, delay_ms=1000)
+    FixedDelayRestartStrategy(max_attempts=3, delay_ms=1000)
     >>> RestartStrategies.no_restart().max_attempts
     0
+    >>> RestartStrategies.failure_rate_restart(3, 60_000, 500).max_failures_per_interval
+    3
     """
+
+    FixedDelayRestartStrategyConfiguration = FixedDelayRestartStrategy
+    FailureRateRestartStrategyConfiguration = FailureRateRestartStrategy
+    ExponentialDelayRestartStrategyConfiguration = ExponentialDelayRestartStrategy
+    NoRestartStrategyConfiguration = NoRestartStrategy
+    FallbackRestartStrategyConfiguration = FallbackRestartStrategy
 
     @staticmethod
     def no_restart() -> RestartStrategy:
-        return RestartStrategy(0, 0)
+        return NoRestartStrategy()
 
     @staticmethod
-    def fixed_delay_restart(restart_attempts: int, delay_between_attempts: float) -> RestartStrategy:
-        """Restart up to ``restart_attempts`` times, ``delay_between_attempts`` ms apart."""
-        return RestartStrategy(restart_attempts, delay_between_attempts)
+    def fall_back_restart() -> RestartStrategy:
+        """The environment's default: exponential delay with checkpointing (as in Flink 2), else no restart."""
+        return FallbackRestartStrategy()
+
+    @staticmethod
+    def fixed_delay_restart(restart_attempts: int, delay_between_attempts) -> RestartStrategy:
+        """Restart up to ``restart_attempts`` times, ``delay_between_attempts`` apart."""
+        return FixedDelayRestartStrategy(restart_attempts, delay_between_attempts)
+
+    @staticmethod
+    def failure_rate_restart(failure_rate: int, failure_interval, delay_interval) -> RestartStrategy:
+        """Restart after ``delay_interval``, unless ``failure_rate`` failures came within ``failure_interval``."""
+        return FailureRateRestartStrategy(failure_rate, failure_interval, delay_interval)
+
+    @staticmethod
+    def exponential_delay_restart(initial_backoff=1_000, max_backoff=60_000, backoff_multiplier: float = 1.5,
+                                  reset_backoff_threshold=3_600_000, jitter_factor: float = 0.1) -> RestartStrategy:
+        """Restart after a delay growing from ``initial_backoff`` by ``backoff_multiplier`` up to ``max_backoff``,
+        back to the start after ``reset_backoff_threshold`` without a failure, with ``jitter_factor`` of
+        randomness (Flink's ``exponentialDelayRestart``).
+
+        >>> RestartStrategies.exponential_delay_restart(100, 10_000, 2.0, 60_000, 0.0).delay_after((0.0, 1.0))
+        200
+        """
+        return ExponentialDelayRestartStrategy(initial_backoff, max_backoff, backoff_multiplier,
+                                               reset_backoff_threshold, jitter_factor)

@@ -6,5 +6,12 @@
 """
 
 from runtime.checkpoint_config import RestartStrategies, RestartStrategy
+from runtime.restart_strategies import (
+    ExponentialDelayRestartStrategy,
+    FailureRateRestartStrategy,
+    FixedDelayRestartStrategy,
+    NoRestartStrategy,
+)
 
-__all__ = ["RestartStrategies", "RestartStrategy"]
+__all__ = ["RestartStrategies", "RestartStrategy", "FixedDelayRestartStrategy", "FailureRateRestartStrategy",
+           "ExponentialDelayRestartStrategy", "NoRestartStrategy"]

@@ -12,7 +12,7 @@ key is named in one WARNING, so that a typo does not pass silently (Flink drops 
 ...           .set_string("restart-strategy.fixed-delay.delay", "2 s"))
 >>> env = StreamExecutionEnvironment.get_execution_environment(config)
 >>> env.get_checkpoint_interval(), env.get_restart_strategy()
-(30000, RestartStrategy(max_attempts=5, delay_ms=2000))
+(30000, FixedDelayRestartStrategy(max_attempts=5, delay_ms=2000))
 """
 
 from __future__ import annotations
@@ -43,8 +43,25 @@ def _restart(env, config: Configuration) -> None:
             env.set_restart_strategy(RestartStrategies.fixed_delay_restart(attempts, delay))
     elif kind in ("none", "off", "disable", "no_restart", "norestart"):
         env.set_restart_strategy(RestartStrategies.no_restart())
+    elif kind in ("failure-rate", "failurerate", "failure_rate"):
+        prefix = "restart-strategy.failure-rate."
+        env.set_restart_strategy(RestartStrategies.failure_rate_restart(
+            config.get_integer(prefix + "max-failures-per-interval", 1),
+            _duration(config, prefix + "failure-rate-interval", "1 min"), _duration(config, prefix + "delay", "1 s")))
+    elif kind in ("exponential-delay", "exponentialdelay", "exponential_delay"):
+        prefix = "restart-strategy.exponential-delay."
+        env.set_restart_strategy(RestartStrategies.exponential_delay_restart(
+            _duration(config, prefix + "initial-backoff", "1 s"), _duration(config, prefix + "max-backoff", "1 min"),
+            float(config.get_string(prefix + "backoff-multiplier", "1.5")),
+            _duration(config, prefix + "reset-backoff-threshold", "1 h"),
+            float(config.get_string(prefix + "jitter-factor", "0.1"))))
     else:
-        raise ConfigurationError(f"restart-strategy.type = {kind!r}: Chandy has 'fixed-delay' and 'none'.")
+        raise ConfigurationError(f"restart-strategy.type = {kind!r}: Chandy has 'fixed-delay', 'failure-rate', "
+                                 "'exponential-delay' and 'none'.")
+
+
+def _duration(config: Configuration, key: str, default: str) -> float:
+    return parse_duration_ms(config.get_string(key, default), key)
 
 
 def _state_backend(env, config: Configuration) -> None:
@@ -93,6 +110,10 @@ _HANDLED = {
     "parallelism.default", "pipeline.max-parallelism", "execution.buffer-timeout",
     "execution.buffer-timeout.interval", "restart-strategy", "restart-strategy.type",
     "restart-strategy.fixed-delay.attempts", "restart-strategy.fixed-delay.delay", "state.backend",
+    "restart-strategy.failure-rate.max-failures-per-interval", "restart-strategy.failure-rate.failure-rate-interval",
+    "restart-strategy.failure-rate.delay", "restart-strategy.exponential-delay.initial-backoff",
+    "restart-strategy.exponential-delay.max-backoff", "restart-strategy.exponential-delay.backoff-multiplier",
+    "restart-strategy.exponential-delay.reset-backoff-threshold", "restart-strategy.exponential-delay.jitter-factor",
     "state.backend.type", "execution.checkpointing.interval", "execution.checkpointing.mode",
     "execution.checkpointing.timeout", "execution.checkpointing.min-pause",
     "execution.checkpointing.max-concurrent-checkpoints", "execution.checkpointing.tolerable-failed-checkpoints",

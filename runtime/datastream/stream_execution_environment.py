@@ -17,7 +17,13 @@ from operators.sinks import CollectSink, SinkWriterOperator
 from operators.sources import CollectionSource, SequenceSource, Source, SourceReaderOperator
 from operators.two_phase_commit import TwoPhaseCommitSink
 from operators.watermark_strategy import WatermarkStrategy
-from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode, RestartStrategies, RestartStrategy
+from runtime.checkpoint_config import (
+    CheckpointConfig,
+    CheckpointingMode,
+    FallbackRestartStrategy,
+    RestartStrategies,
+    RestartStrategy,
+)
 from runtime.configuration import Configuration
 from runtime.datastream.data_stream import DataStream, positive_int
 from runtime.datastream.execution_config import ExecutionConfig
@@ -33,6 +39,7 @@ from runtime.graph.compile import compile_job_graph
 from runtime.graph.job_graph import CheckpointSettings
 from runtime.graph.transformation import Transformation
 from runtime.keys.key_groups import UPPER_BOUND_MAX_PARALLELISM
+from runtime.restart_strategies import ExponentialDelayRestartStrategy
 from runtime.types import TypeInformation
 from state_backends.base import StateBackend
 from state_backends.heap import HashMapStateBackend
@@ -270,25 +277,34 @@ class StreamExecutionEnvironment:
         return self._chaining
 
     def set_restart_strategy(self, strategy: RestartStrategy) -> "StreamExecutionEnvironment":
-        """How a failed job restarts. Default: 3 attempts 1 s apart with checkpointing, else none.
+        """How a failed job restarts: ``RestartStrategies.fixed_delay_restart``, ``failure_rate_restart``,
+        ``exponential_delay_restart``, ``no_restart`` or ``fall_back_restart``. Default, as in Flink 2: exponential
+        delay (1 s growing by 1.5x up to 1 min, reset after an hour without failure) with checkpointing, else none.
+        A failure that would repeat (a bad record, an error in the job's code) fails the job at once whatever the
+        strategy.
 
         >>> env = StreamExecutionEnvironment.get_execution_environment()
         >>> env.get_restart_strategy()
-        RestartStrategy(max_attempts=0, delay_ms=0)
+        NoRestartStrategy()
         >>> env.set_restart_strategy(RestartStrategies.fixed_delay_restart(5, 2000)).get_restart_strategy()
-        RestartStrategy(max_attempts=5, delay_ms=2000)
+        FixedDelayRestartStrategy(max_attempts=5, delay_ms=2000)
+        >>> env.set_restart_strategy(RestartStrategies.fall_back_restart()).enable_checkpointing(1000)
+        ... # doctest: +ELLIPSIS
+        <...StreamExecutionEnvironment object at ...>
+        >>> env.get_restart_strategy()
+        ExponentialDelayRestartStrategy(initial_backoff_ms=1000, max_backoff_ms=60000, backoff_multiplier=1.5, ...)
         """
         if not isinstance(strategy, RestartStrategy):
-            raise ApiUsageError("set_restart_strategy() expects RestartStrategies.fixed_delay_restart(...) or "
-                            "RestartStrategies.no_restart()")
+            raise ApiUsageError("set_restart_strategy() expects one of RestartStrategies' strategies "
+                                "(fixed_delay_restart, failure_rate_restart, exponential_delay_restart, no_restart)")
         self._restart_strategy = strategy
         return self
 
     def get_restart_strategy(self) -> RestartStrategy:
-        if self._restart_strategy is not None:
+        if self._restart_strategy is not None and not isinstance(self._restart_strategy, FallbackRestartStrategy):
             return self._restart_strategy
         if self._checkpoint_config.is_checkpointing_enabled():
-            return RestartStrategies.fixed_delay_restart(3, 1000)
+            return ExponentialDelayRestartStrategy()
         return RestartStrategies.no_restart()
 
     def set_state_backend(self, state_backend: StateBackend) -> "StreamExecutionEnvironment":

@@ -15,7 +15,7 @@ operator that failed the same way in ``open()`` on two attempts in a row.
 >>> diagnosis = diagnose("job", evidence)
 >>> "slot 1 died without reporting an error" in str(diagnosis.error), diagnosis.error.retryable
 (True, True)
->>> decide_restart(diagnosis, None, restarts_used=0, max_restarts=3).restart
+>>> decide_restart(diagnosis, None, refusal=None).restart
 True
 """
 
@@ -146,16 +146,18 @@ class RestartDecision:
     reason: str = ""  # why not, for the user
 
 
-def decide_restart(failure: Diagnosis, previous: Diagnosis | None, restarts_used: int,
-                   max_restarts: int) -> RestartDecision:
-    """Whether to restart after ``failure``; ``previous`` is the failure of the attempt before, if any.
+def decide_restart(failure: Diagnosis, previous: Diagnosis | None, refusal: str | None) -> RestartDecision:
+    """Whether to restart after ``failure``; ``previous`` is the failure of the attempt before, if any;
+    ``refusal`` is why the restart strategy allows no more restarts (None: it allows one).
 
     >>> bad = Diagnosis(JobFailedError("bad record", retryable=False))
-    >>> decide_restart(bad, None, 0, 3)
+    >>> decide_restart(bad, None, None)
     RestartDecision(restart=False, reason='the failure would happen again on a restart, so the job was not restarted')
     >>> in_open = Diagnosis(JobFailedError("no db"), FailurePhase.OPEN, ("sink", "OSError", "refused"))
-    >>> decide_restart(in_open, None, 0, 3).restart, decide_restart(in_open, in_open, 1, 3).restart
+    >>> decide_restart(in_open, None, None).restart, decide_restart(in_open, in_open, None).restart
     (True, False)
+    >>> decide_restart(in_open, None, "after 3 restart(s); the restart strategy allows 3")
+    RestartDecision(restart=False, reason='after 3 restart(s); the restart strategy allows 3')
     """
     if not failure.error.retryable:
         return RestartDecision(False, "the failure would happen again on a restart, so the job was not restarted")
@@ -163,9 +165,6 @@ def decide_restart(failure: Diagnosis, previous: Diagnosis | None, restarts_used
             and previous.signature == failure.signature):
         return RestartDecision(False, "the operator failed the same way in open() on two attempts in a row, so "
                                       "the job was not restarted again")
-    if restarts_used >= max_restarts:
-        if restarts_used == 0:
-            return RestartDecision(False, "")
-        return RestartDecision(False, f"after {restarts_used} restart(s); the restart strategy allows "
-                                      f"{max_restarts}")
+    if refusal is not None:
+        return RestartDecision(False, refusal)
     return RestartDecision(True)

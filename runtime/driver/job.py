@@ -89,6 +89,7 @@ class JobMaster:
         self.events: queue.Queue = queue.Queue()
         self.attempt = Attempt(0)
         self.restarts = 0
+        self.failure_times: list[float] = []  # monotonic seconds of the failures the restart strategy judged
         self.restored_from: list[int | None] = []
         self.unrestorable: set[int] = set()  # checkpoints whose state an executor found corrupt while restoring
         self._outcome: JobResult | BaseException | None = None
@@ -188,8 +189,13 @@ class JobMaster:
                 if self._cancel_requested:  # e.g. Ctrl-C: Spark's stage was cancelled first, then the job
                     return self._cancel()
                 falling_back = restore is not None and restore.checkpoint.checkpoint_id in self.unrestorable
+                delay_ms = 0.0
                 if not falling_back:
-                    decision = decide_restart(outcome, previous, self.restarts, self.restart.max_attempts)
+                    self.failure_times.append(time.monotonic())
+                    failures = tuple(self.failure_times)
+                    delay_ms = self.restart.delay_after(failures)
+                    decision = decide_restart(outcome, previous,
+                                              self.restart.refusal(failures) if delay_ms is None else None)
                     if not decision.restart:
                         error = outcome.error.with_note(decision.reason) if decision.reason else outcome.error
                         self.lifecycle.transition(JobStatus.FAILED, str(error.message).splitlines()[0])
@@ -202,10 +208,10 @@ class JobMaster:
                     log.warning("Job '%s' attempt %d could not restore checkpoint %d, trying an older one",
                                 self.graph.job_name, self.attempt, restore.checkpoint.checkpoint_id)
                 else:
-                    log.warning("Job '%s' attempt %d failed, restarting in %.0f ms (restart %d of %d): %s",
-                                self.graph.job_name, self.attempt, self.restart.delay_ms, self.restarts,
-                                self.restart.max_attempts, outcome.error.message.splitlines()[0])
-                    if self._cancel_requested or self._cancel_requested_within(self.restart.delay_ms / 1000.0):
+                    log.warning("Job '%s' attempt %d failed, restarting in %.0f ms (restart %d, %s): %s",
+                                self.graph.job_name, self.attempt, delay_ms, self.restarts, self.restart,
+                                outcome.error.message.splitlines()[0])
+                    if self._cancel_requested or self._cancel_requested_within(delay_ms / 1000.0):
                         return self._cancel()
                 try:
                     restore = self._choose_restore()

@@ -269,6 +269,29 @@ class AlwaysFails(MapFunction):
         raise RuntimeError("fails on every record")
 
 
+def test_the_failure_rate_strategy_fails_the_job_on_too_many_failures_in_its_interval(env):
+    env.set_parallelism(1).set_restart_strategy(RestartStrategies.failure_rate_restart(3, 600_000, 0))
+    env.from_sequence(0, 10).map(AlwaysFails()).sink_to(CollectSink())
+    client = env.execute_async("failure-rate")
+    with pytest.raises(JobFailedError, match="3 failures within 600000 ms"):
+        client.get_job_execution_result(timeout=120)
+    assert client._run.restarts == 2  # the third failure within ten minutes ends the job
+
+
+def test_exponential_delay_restarts_with_growing_delays(env, caplog):
+    env.set_parallelism(1).set_restart_strategy(
+        RestartStrategies.exponential_delay_restart(10, 1_000, 4.0, 600_000, jitter_factor=0.0))
+    env.from_sequence(0, 10).map(AlwaysFails()).sink_to(CollectSink())
+    with caplog.at_level("WARNING", logger="runtime.driver.job"):  # it restarts for ever: cancelled after 4
+        client = env.execute_async("exponential-delay")
+        wait_for(lambda: sum("restarting in" in r.getMessage() for r in caplog.records) >= 4,
+                 what="four restarts")
+        client.cancel()
+    delays = [r.getMessage().split("restarting in ")[1].split(" ms")[0] for r in caplog.records
+              if "restarting in" in r.getMessage()]
+    assert delays[:4] == ["10", "40", "160", "640"]
+
+
 def test_a_cancel_during_the_restart_delay_goes_through_cancelling(env):
     env.set_parallelism(1).set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 600_000))  # 10 minutes
     env.from_sequence(0, 10).map(AlwaysFails()).sink_to(CollectSink())

@@ -47,7 +47,7 @@ def test_no_restart_and_configure_on_an_existing_environment():
     ("execution.checkpointing.interval", "10 parsecs", "not a duration"),
     ("parallelism.default", "many", "not an integer"),
     ("execution.checkpointing.mode", "SOMETIMES", "EXACTLY_ONCE"),
-    ("restart-strategy.type", "exponential-delay", "'fixed-delay' and 'none'"),
+    ("restart-strategy.type", "sometimes", "'fixed-delay', 'failure-rate', 'exponential-delay' and 'none'"),
     ("state.backend.type", "rocksdb", "not in Chandy yet"),
     ("execution.runtime-mode", "BATCHED", "one of STREAMING, BATCH, AUTOMATIC"),
 ])

@@ -268,37 +268,54 @@ def failure(phase=FailurePhase.RUN, signature=("m", "ValueError", "boom"), retry
 
 def test_a_non_retryable_failure_never_restarts():
     for previous in (None, failure()):
-        decision = decide_restart(failure(retryable=False), previous, restarts_used=0, max_restarts=10)
+        decision = decide_restart(failure(retryable=False), previous, None)
         assert not decision.restart and "would happen again" in decision.reason
 
 
 def test_the_same_open_failure_twice_in_a_row_stops_restarting():
     in_open = failure(FailurePhase.OPEN, ("db", "OSError", "refused"))
-    assert decide_restart(in_open, None, 0, 5).restart
+    assert decide_restart(in_open, None, None).restart
     again = failure(FailurePhase.OPEN, ("db", "OSError", "refused"))  # an equal, not the same, object
-    decision = decide_restart(again, in_open, 1, 5)
+    decision = decide_restart(again, in_open, None)
     assert not decision.restart and "open()" in decision.reason and "two attempts in a row" in decision.reason
 
 
 def test_other_open_failures_restart():
     in_open = failure(FailurePhase.OPEN, ("db", "OSError", "refused"))
-    assert decide_restart(failure(FailurePhase.OPEN, ("db", "OSError", "timed out")), in_open, 1, 5).restart
-    assert decide_restart(failure(FailurePhase.OPEN, ("cache", "OSError", "refused")), in_open, 1, 5).restart
-    assert decide_restart(in_open, failure(FailurePhase.RUN, ("db", "OSError", "refused")), 1, 5).restart
-    assert decide_restart(failure(FailurePhase.RUN), failure(FailurePhase.RUN), 1, 5).restart
-    assert decide_restart(failure(FailurePhase.RUN, in_open.signature), in_open, 1, 5).restart
+    assert decide_restart(failure(FailurePhase.OPEN, ("db", "OSError", "timed out")), in_open, None).restart
+    assert decide_restart(failure(FailurePhase.OPEN, ("cache", "OSError", "refused")), in_open, None).restart
+    assert decide_restart(in_open, failure(FailurePhase.RUN, ("db", "OSError", "refused")), None).restart
+    assert decide_restart(failure(FailurePhase.RUN), failure(FailurePhase.RUN), None).restart
+    assert decide_restart(failure(FailurePhase.RUN, in_open.signature), in_open, None).restart
 
 
-def test_the_restart_budget_is_respected_and_counted():
-    assert decide_restart(failure(), None, restarts_used=2, max_restarts=3).restart
-    decision = decide_restart(failure(), None, restarts_used=3, max_restarts=3)
-    assert not decision.restart
-    assert decision.reason == "after 3 restart(s); the restart strategy allows 3"
+def test_the_restart_strategys_refusal_is_the_reason():
+    decision = decide_restart(failure(), None, "after 3 restart(s); the restart strategy allows 3")
+    assert not decision.restart and decision.reason == "after 3 restart(s); the restart strategy allows 3"
+    assert not decide_restart(failure(), None, "").restart
 
 
-def test_no_restart_and_no_message_when_the_budget_is_zero():
-    decision = decide_restart(failure(), None, restarts_used=0, max_restarts=0)
-    assert not decision.restart and decision.reason == ""
+def test_fixed_delay_counts_restarts_and_failure_rate_counts_failures_in_the_interval():
+    from runtime.restart_strategies import FailureRateRestartStrategy, FixedDelayRestartStrategy
+
+    fixed = FixedDelayRestartStrategy(3, 100)
+    assert [fixed.delay_after(tuple(range(n))) for n in (1, 3, 4)] == [100, 100, None]
+    assert fixed.refusal((0, 1, 2, 3)) == "after 3 restart(s); the restart strategy allows 3"
+    assert FixedDelayRestartStrategy(0, 0).refusal((0,)) == ""
+    rate = FailureRateRestartStrategy(2, 10_000, 50)  # the second failure within 10 s fails the job
+    assert rate.delay_after((0.0,)) == 50 and rate.delay_after((0.0, 11.0)) == 50
+    assert rate.delay_after((0.0, 11.0, 15.0)) is None
+
+
+def test_exponential_delay_grows_caps_resets_and_jitters_within_its_factor():
+    from runtime.restart_strategies import ExponentialDelayRestartStrategy
+
+    plain = ExponentialDelayRestartStrategy(100, 1_000, 3.0, 60_000, jitter_factor=0.0)
+    assert [plain.delay_after(tuple(float(t) for t in range(n))) for n in (1, 2, 3, 4)] == [100, 300, 900, 1_000]
+    assert plain.delay_after((0.0, 1.0, 100.0)) == 100  # 99 s without failure: back to the start
+    jittered = ExponentialDelayRestartStrategy(1_000, 60_000, 2.0, 60_000, jitter_factor=0.5)
+    delays = {jittered.delay_after((0.0, 1.0)) for _ in range(200)}
+    assert min(delays) >= 1_000 and max(delays) <= 3_000 and len(delays) > 10
 
 
 # =========================================================================================================

@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 LAYERS = [
     ("runtime.errors", "runtime.ids", "runtime.types", "runtime.side_outputs", "runtime.gc_pause",
      "runtime.filesystems", "runtime.checkpoint_config", "runtime.durations",
-     "runtime.configuration", "runtime.not_provided"),
+     "runtime.configuration", "runtime.not_provided", "runtime.restart_strategies"),
     ("runtime.keys", "runtime.protocol"),
     ("state_backends",),
     ("operators",),
