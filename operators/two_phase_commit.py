@@ -276,6 +276,9 @@ class _TransactionalWriter(SinkWriter):
         self.sink.write(self._open_transaction("write").transaction, records)
 
     def snapshot_state(self, checkpoint_id: int):
+        if self.finished:  # the final state of a finished subtask: its last transaction was pre-committed then
+            sequences = [(self.subtask, self.next_sequence), *self.carried_sequences.items()]
+            return {_PENDING: list(self.pending), _SEQUENCE: sequences, _RUN: [self.run_id]}
         self._pre_commit(checkpoint_id, f"snapshot checkpoint {checkpoint_id}")
         self.current = self._begin()
         sequences = [(self.subtask, self.next_sequence - 1)]  # the fresh transaction is not in the checkpoint

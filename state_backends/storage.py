@@ -49,6 +49,7 @@ __all__ = ["CheckpointStorage", "CheckpointStatus", "StoredCheckpoint", "OPERATO
            "job_directory_name"]
 
 METADATA = "_metadata"
+FINISHED_PREFIX = "../finished/"  # a handle path of a finished subtask's final state
 _CHK = re.compile(r"^chk-(\d+)$")
 _SCHEMA = pa.schema([pa.field("key_group", pa.int32()), pa.field("payload", pa.large_binary())])
 
@@ -195,6 +196,15 @@ class CheckpointStorage:
         return f"{uid}/{subtask}.arrow"
 
     def absolute(self, checkpoint_id: CheckpointId, relative: str) -> str:
+        """Where a handle's file is: relative to its checkpoint's directory, or, for the final state of a
+        subtask that finished (``../finished/...``, shared by the checkpoints after it), to the job's.
+
+        >>> storage = CheckpointStorage("memory://doc-absolute", "job")
+        >>> storage.absolute(3, "count/0.arrow"), storage.absolute(3, "../finished/ab12/count/0.arrow")
+        ('/doc-absolute/job/chk-3/count/0.arrow', '/doc-absolute/job/finished/ab12/count/0.arrow')
+        """
+        if relative.startswith(FINISHED_PREFIX):
+            return posixpath.join(self.job_dir, relative[3:])
         return posixpath.join(self.checkpoint_dir(checkpoint_id), relative)
 
     # -- writing -------------------------------------------------------------------------------------
@@ -206,8 +216,12 @@ class CheckpointStorage:
         self.store.delete(probe)
 
     def write_state_file(self, checkpoint_id: CheckpointId, uid: str, subtask: SubtaskIndex,
-                         rows: Iterable[tuple[KeyGroup, bytes]]) -> StateHandle:
+                         rows: Iterable[tuple[KeyGroup, bytes]], finished: str | None = None) -> StateHandle:
+        """Write one operator subtask's state; ``finished``: a token naming the final state of a subtask that
+        finished, stored beside the checkpoints (every later checkpoint references it) rather than in one."""
         relative = self.state_file_name(uid, subtask)
+        if finished is not None:
+            relative = f"{FINISHED_PREFIX}{finished}/{relative}"
         path = self.absolute(checkpoint_id, relative)
         groups = []
         crc = 0
@@ -231,6 +245,25 @@ class CheckpointStorage:
 
     def delete_checkpoint(self, checkpoint_id: CheckpointId) -> None:
         self.store.delete(self.checkpoint_dir(checkpoint_id))
+
+    def final_state_tokens(self) -> list[str]:
+        """The tokens of the final states of finished subtasks stored for this job (``finished/<token>``)."""
+        return self.store.list(posixpath.join(self.job_dir, FINISHED_PREFIX[3:]))
+
+    def delete_final_state(self, token: str) -> None:
+        self.store.delete(posixpath.join(self.job_dir, FINISHED_PREFIX[3:], token))
+
+    @staticmethod
+    def final_state_token(handle: StateHandle) -> str | None:
+        """The token of a handle that points at a finished subtask's final state, else None.
+
+        >>> from runtime.protocol.checkpoints import StateHandle
+        >>> CheckpointStorage.final_state_token(StateHandle("src", 0, "../finished/ab12/src/0.arrow", 9, ()))
+        'ab12'
+        """
+        if not handle.path.startswith(FINISHED_PREFIX):
+            return None
+        return handle.path[len(FINISHED_PREFIX):].split("/", 1)[0]
 
     def discard_state(self, checkpoint_id: CheckpointId, handles: Iterable[StateHandle]) -> None:
         """Delete state files that no checkpoint will reference (a late or unexpected acknowledgement's)."""

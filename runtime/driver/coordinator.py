@@ -103,6 +103,9 @@ class CheckpointCoordinator:
     def _reset_subtask_progress(self) -> None:
         """What the coordinator knows of the subtasks of one attempt."""
         self.finished_subtasks: set[SubtaskId] = set()
+        # The final state of each finished subtask: every later checkpoint of the attempt includes it (Flink's
+        # checkpoints after tasks finish). None once a subtask finished without one: checkpoints stop then.
+        self.final_acks: dict[SubtaskId, SubtaskAck] | None = {}
         self.first_finished: str | None = None  # the subtask that finished first, for the warning
         self.warned_stopped = False  # that checkpointing stopped, once per attempt
         self.idle_subtasks: set[SubtaskId] = set()  # source subtasks with nothing to read, still checkpointing
@@ -117,6 +120,7 @@ class CheckpointCoordinator:
         """A new attempt: checkpoints pending in the old one can never complete."""
         with self._lock:
             self._abort_all("the job restarted")
+            self._delete_unreferenced_final_states()
             self.attempt = attempt
             self.control = control
             self._reset_subtask_progress()
@@ -148,6 +152,7 @@ class CheckpointCoordinator:
                         self.storage.delete_checkpoint(stored.checkpoint_id)
             except Exception:  # best effort: an incomplete directory is never restored anyway
                 log.debug("could not clean up incomplete checkpoints", exc_info=True)
+            self._delete_unreferenced_final_states()
 
     # -- time ----------------------------------------------------------------------------------------
 
@@ -188,14 +193,13 @@ class CheckpointCoordinator:
         due = should_trigger(now, self.config.interval_ms, self.last_trigger_ms, self.last_completion_ms,
                              self.config.min_pause_ms, len(self.pending), self.config.max_concurrent,
                              all_subtasks_running=self.control.all_registered)
-        if due and not self.finished_subtasks:
+        if due and self._can_trigger():
             self._trigger(now)
-        elif due and not self.warned_stopped:  # said when a checkpoint is skipped: the normal end of a bounded
-            self.warned_stopped = True  # job, whose subtasks all finish within moments, stays quiet
+        elif due and not self.warned_stopped and self.final_acks is None:  # said when a checkpoint is skipped:
+            self.warned_stopped = True  # the normal end of a bounded job, its subtasks all finishing, stays quiet
             completed = f"checkpoint {self.completed_ids[-1]}" if self.completed_ids else "the job's start"
-            log.warning("Checkpointing of job '%s' stopped for the rest of this attempt: %s finished, and "
-                        "checkpoints need every subtask running. A failure from now on restarts from %s. (A "
-                        "source with fewer splits than subtasks, or an unbalanced bounded input, causes this.)",
+            log.warning("Checkpointing of job '%s' stopped for the rest of this attempt: %s finished without a "
+                        "final state to include in later checkpoints. A failure from now on restarts from %s.",
                         self.graph.job_name, self.first_finished, completed)
         return failure
 
@@ -220,18 +224,41 @@ class CheckpointCoordinator:
                 self._end_idling()
             return None
         if isinstance(message, SubtaskFinished):
-            if SubtaskId(message.chain, message.subtask) not in self.idle_subtasks:
-                self._end_idling()  # checkpoints stop now: idling would only keep the job from ending
-            finished = self._describe_subtasks([SubtaskId(message.chain, message.subtask)])
-            log.debug("%s finished", finished)
-            if self.first_finished is None:
-                self.first_finished = finished
-            self.finished_subtasks.add(SubtaskId(message.chain, message.subtask))
-            for checkpoint_id in list(self.pending):
-                self._abort(checkpoint_id, f"{finished} finished before acknowledging", count_failure=False)
+            return self._on_finished(message)
         return None
 
     # -- carrying decisions out (lock held) ----------------------------------------------------------
+
+    def _can_trigger(self) -> bool:
+        """Checkpoints need a running source subtask to start them, and the final state of every finished one."""
+        if not self.finished_subtasks:
+            return True
+        return self.final_acks is not None and bool(self.source_subtasks - self.finished_subtasks)
+
+    def _on_finished(self, message: SubtaskFinished) -> JobFailedError | None:
+        subtask = SubtaskId(message.chain, message.subtask)
+        finished = self._describe_subtasks([subtask])
+        log.debug("%s finished", finished)
+        if self.first_finished is None:
+            self.first_finished = finished
+        self.finished_subtasks.add(subtask)
+        if message.state is None or self.final_acks is None or self.finished_subtasks >= self.subtasks:
+            # no final state to stand in for it (or the job is ending): checkpoints stop for this attempt
+            if message.state is None and subtask not in self.idle_subtasks:
+                self._end_idling()  # idling would only keep the job from ending
+            if message.state is None:
+                self.final_acks = None
+            for checkpoint_id in list(self.pending):
+                self._abort(checkpoint_id, f"{finished} finished before acknowledging", count_failure=False)
+            return None
+        final = SubtaskAck(subtask, tuple(message.state), source_positions=dict(message.source_positions))
+        self.final_acks[subtask] = final
+        failure = None
+        for pending in list(self.pending.values()):  # it ended without the barrier: everything it did is before
+            if subtask not in pending.acks and pending.acknowledge(final) is AckResult.SUCCESS \
+                    and pending.is_complete:
+                failure = self._commit(pending) or failure
+        return failure
 
     def _end_idling(self) -> None:
         if not self.idling_ended:
@@ -245,7 +272,9 @@ class CheckpointCoordinator:
         checkpoint_id = self.next_id
         self.next_id = CheckpointId(self.next_id + 1)
         self.last_trigger_ms = now
-        self.pending[checkpoint_id] = PendingCheckpoint(checkpoint_id, now, self.subtasks)
+        pending = self.pending[checkpoint_id] = PendingCheckpoint(checkpoint_id, now, self.subtasks)
+        for final in (self.final_acks or {}).values():  # finished subtasks are in it with their final state
+            pending.acknowledge(final)
         log.debug("triggering checkpoint %d", checkpoint_id)
         self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id))
 
@@ -331,6 +360,24 @@ class CheckpointCoordinator:
                 except StorageUnreachableError as exc:  # cleanup is best effort; the next commit tries again
                     log.warning("could not delete checkpoint %d: %s", entry.checkpoint_id, exc)
                     return
+
+    def _delete_unreferenced_final_states(self) -> None:
+        """Final states of finished subtasks that no checkpoint references any more. Only between attempts and
+        at the end, when no slot is writing one (a final state is stored before its subtask says so), and only
+        when every checkpoint's metadata could be read: one that could not may reference any of them."""
+        token_of = self.storage.final_state_token
+        referenced = set()
+        try:
+            for entry in self.storage.survey():
+                if entry.status is CheckpointStatus.UNREADABLE:
+                    return
+                if entry.checkpoint is not None:
+                    referenced.update(token_of(h) for h in entry.checkpoint.state_handles)
+            for token in self.storage.final_state_tokens():
+                if token not in referenced:
+                    self.storage.delete_final_state(token)
+        except Exception as exc:  # best effort: the next commit tries again
+            log.debug("could not delete final states: %s", exc)
 
     def _abort_all(self, reason: str) -> None:
         for checkpoint_id in list(self.pending):

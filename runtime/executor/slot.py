@@ -39,9 +39,6 @@ from runtime.protocol.checkpoints import RestoreSpec
 from runtime.protocol.messages import (
     Addresses,
     Cancel,
-    DeclineCheckpoint,
-    DeclineKind,
-    EndIdling,
     FailurePhase,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
@@ -177,8 +174,7 @@ class SlotRunner:
                         if not runner.chain.is_source:
                             continue
                         if runner.status is SubtaskStatus.FINISHED:
-                            self.send(DeclineCheckpoint(self.attempt, message.checkpoint_id, runner.chain.index,
-                                                        self.slot, "the source has finished", DeclineKind.FINISHED))
+                            continue  # its final state (SubtaskFinished) stands in for it in every checkpoint
                         else:
                             runner.triggers.append(message.checkpoint_id)
                             runner.wakeup.set()
@@ -190,9 +186,6 @@ class SlotRunner:
                         if runner.status is not SubtaskStatus.FINISHED:
                             runner.notifications.append(message.checkpoint_id)
                             runner.wakeup.set()
-                elif isinstance(message, EndIdling):
-                    for runner in self.runners:
-                        runner.end_idling()
         except (ConnectionClosed, OSError):
             if not self.stopped.is_set():
                 self.cancel()  # the driver is gone: nobody will ever read our results

@@ -27,7 +27,7 @@ from typing import Iterator
 from runtime.errors import ChandyError, UnpicklableStateError
 from runtime.ids import Attempt, ChainIndex, CheckpointId, SubtaskIndex
 from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP
-from runtime.protocol.messages import AcknowledgeCheckpoint, DeclineCheckpoint, DeclineKind
+from runtime.protocol.messages import AcknowledgeCheckpoint, DeclineCheckpoint, DeclineKind, SubtaskFinished
 from state_backends.base import KeyedSnapshot
 from state_backends.pickling import pickle_state
 from state_backends.storage import CheckpointStorage
@@ -58,6 +58,7 @@ class SubtaskSnapshot:
     alignment_ms: float
     started: float
     chain_description: str = ""  # how messages name the chain (its operators and uids)
+    final: str | None = None  # the subtask finished: its final state, under this token (sent with SubtaskFinished)
 
     def describe(self) -> str:
         return f"subtask {self.subtask} of {self.chain_description or f'chain {self.chain}'}"
@@ -104,6 +105,14 @@ class Snapshotter:
                 for operator in snapshot.operators:
                     if operator.keyed is not None:
                         operator.keyed.discard()
+                if snapshot.final is not None:  # no final state: checkpoints of this attempt stop (coordinator)
+                    log.warning("the final state of %s was not stored: %s: %s", snapshot.describe(),
+                                type(exc).__name__, exc)
+                    try:
+                        self.send(SubtaskFinished(self.attempt, snapshot.chain, snapshot.subtask))
+                    except OSError:
+                        return
+                    continue
                 if snapshot.checkpoint_id in self._aborted:  # the coordinator knows
                     log.debug("checkpoint %d of %s given up: it was aborted", snapshot.checkpoint_id,
                               snapshot.describe())
@@ -135,7 +144,7 @@ class Snapshotter:
                 raise CheckpointAbortedError(checkpoint_id)
             yield row
 
-    def _store(self, snapshot: SubtaskSnapshot) -> AcknowledgeCheckpoint:
+    def _store(self, snapshot: SubtaskSnapshot) -> AcknowledgeCheckpoint | SubtaskFinished:
         handles = []
         positions = {}
         for operator in snapshot.operators:
@@ -147,11 +156,14 @@ class Snapshotter:
                     keyed = operator.keyed.serialized() if operator.keyed is not None else ()
                     handles.append(self.storage.write_state_file(
                         snapshot.checkpoint_id, operator.uid, snapshot.subtask,
-                        self._unless_aborted(snapshot.checkpoint_id, itertools.chain(rows, keyed))))
+                        self._unless_aborted(snapshot.checkpoint_id, itertools.chain(rows, keyed)),
+                        **({"finished": snapshot.final} if snapshot.final is not None else {})))
             except UnpicklableStateError as exc:  # name the operator: the state's name is in the message
                 raise UnpicklableStateError(f"operator uid '{operator.uid}': {exc}") from exc
             if operator.source_position is not None:
                 positions[operator.uid] = operator.source_position
+        if snapshot.final is not None:
+            return SubtaskFinished(self.attempt, snapshot.chain, snapshot.subtask, tuple(handles), positions)
         async_ms = (time.monotonic() - snapshot.started) * 1000.0 - snapshot.sync_ms
         return AcknowledgeCheckpoint(self.attempt, snapshot.checkpoint_id, snapshot.chain, snapshot.subtask,
                                      tuple(handles), round(snapshot.sync_ms, 3), round(async_ms, 3),

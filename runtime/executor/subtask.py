@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections import deque
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -38,7 +39,7 @@ from runtime.protocol.events import (
     Watermark,
     WatermarkStatus,
 )
-from runtime.protocol.messages import FailurePhase, SubtaskFinished, SubtaskIdle
+from runtime.protocol.messages import FailurePhase, SubtaskFinished
 from runtime.protocol.records import TimestampedBatch
 
 if TYPE_CHECKING:
@@ -65,7 +66,6 @@ class OperatorError(Exception):
 
 class SubtaskStatus(Enum):
     RUNNING = "running"
-    IDLE = "idle"  # a source with nothing to read: takes part in checkpoints until told to finish
     FINISHED = "finished"  # consumed all its input, flushed, sent end-of-input
 
 
@@ -85,7 +85,6 @@ class SubtaskRunner:
         self.triggers: deque = deque()  # checkpoint ids to inject (sources), appended by the control thread
         self.notifications: deque = deque()  # completed checkpoint ids, appended by the control thread
         self.wakeup = threading.Event()  # set by the control thread with each of those (and on cancel)
-        self._idling_ended = False
         self.status = SubtaskStatus.RUNNING
         checkpointing = slot.graph.checkpointing
         self.aligner = None
@@ -164,8 +163,14 @@ class SubtaskRunner:
         self.writer.flush()
         self.writer.broadcast_event(END_OF_INPUT)
         self.writer.close()
-        self.status = SubtaskStatus.FINISHED
-        self.slot.send(SubtaskFinished(self.slot.attempt, self.chain.index, self.slot.slot))
+        if self.slot.snapshotter is not None:
+            # Checkpoints go on after this subtask finished, each holding this final state (Flink's FLIP-147):
+            # the snapshotter stores it, then sends SubtaskFinished with its files.
+            self.slot.snapshotter.submit(self._snapshot(CheckpointId(0), 0.0, final=uuid.uuid4().hex[:16]))
+            self.status = SubtaskStatus.FINISHED
+        else:
+            self.status = SubtaskStatus.FINISHED
+            self.slot.send(SubtaskFinished(self.slot.attempt, self.chain.index, self.slot.slot))
 
     # A source iteration (poll + the chained operators) should take about this long at most: checkpoint
     # triggers and notifications are handled between iterations, so it bounds their delay.
@@ -178,7 +183,6 @@ class SubtaskRunner:
         next_flush = time.monotonic() + timeout
         triggers, notifications = self.triggers, self.notifications
         poll_size = min(self.batch_size, 64)  # grows to batch_size within a few iterations if the chain is fast
-        polled = False
         columnar = self.chain.is_columnar_source
         interval = self.watermark_interval
         next_watermarks = time.monotonic() + interval if interval is not None else float("inf")
@@ -196,11 +200,10 @@ class SubtaskRunner:
                 self._fire_processing_timers(started)
             batch = self._call(0, "poll", poll_size)
             if batch is None:
-                if not polled and self.slot.graph.checkpointing is not None:
-                    self._idle()  # nothing to read at all: finishing now would stop every checkpoint
+                # Nothing to read at all finishes too: its final state keeps later checkpoints whole (it used to
+                # idle instead, when a finished subtask stopped every checkpoint).
                 self._advance_watermark(MAX_WATERMARK, 1)  # the end of a bounded input: every timer fires
                 return
-            polled = True
             if batch:
                 self._push(batch, 1)
             now = time.monotonic()
@@ -215,28 +218,6 @@ class SubtaskRunner:
                 writer.flush()
                 next_flush = now + timeout
         raise Cancelled()
-
-    def _idle(self) -> None:
-        """A source subtask that found nothing to read: take part in checkpoints (forwarding barriers), until
-        the coordinator ends the idling or the slot stops."""
-        self.status = SubtaskStatus.IDLE
-        self.slot.send(SubtaskIdle(self.slot.attempt, self.chain.index, self.slot.slot))
-        stopped, triggers, notifications = self.slot.stopped, self.triggers, self.notifications
-        while not self._idling_ended:
-            self.wakeup.wait()
-            self.wakeup.clear()
-            if stopped.is_set():
-                raise Cancelled()
-            while triggers:
-                self._checkpoint(triggers.popleft(), 0.0)
-            while notifications:
-                self._notify(notifications.popleft())
-        self.status = SubtaskStatus.RUNNING
-
-    def end_idling(self) -> None:
-        """Control thread: the coordinator says idle sources finish now."""
-        self._idling_ended = True
-        self.wakeup.set()
 
     def _run_consumer(self) -> None:
         gate = self.gate
@@ -360,17 +341,22 @@ class SubtaskRunner:
         """The synchronous part: flush, freeze every operator's state, forward the barrier."""
         self.writer.flush()
         with gc_paused():
-            started = time.monotonic()
-            snapshots = []
-            for index, (node, backend) in enumerate(zip(self.chain.operators, self.backends)):
-                keyed = backend.snapshot() if backend is not None else None
-                state = self._call(index, "snapshot_operator_state", checkpoint_id)
-                position = node.operator.describe_position() if node.is_source else None
-                snapshots.append(OperatorSnapshot(node.uid, keyed, state, position))
-            sync_ms = (time.monotonic() - started) * 1000.0
+            snapshot = self._snapshot(checkpoint_id, alignment_ms)
             self.writer.broadcast_event(CheckpointBarrier(checkpoint_id))
-        self.slot.snapshotter.submit(SubtaskSnapshot(checkpoint_id, self.chain.index, self.slot.slot, snapshots,
-                                                     sync_ms, alignment_ms, started, self.chain.describe()))
+        self.slot.snapshotter.submit(snapshot)
+
+    def _snapshot(self, checkpoint_id: CheckpointId, alignment_ms: float, final: str | None = None) -> SubtaskSnapshot:
+        """Every operator's state frozen now (keyed snapshots are copy-on-write: records may flow on)."""
+        started = time.monotonic()
+        snapshots = []
+        for index, (node, backend) in enumerate(zip(self.chain.operators, self.backends)):
+            keyed = backend.snapshot() if backend is not None else None
+            state = self._call(index, "snapshot_operator_state", checkpoint_id)
+            position = node.operator.describe_position() if node.is_source else None
+            snapshots.append(OperatorSnapshot(node.uid, keyed, state, position))
+        sync_ms = (time.monotonic() - started) * 1000.0
+        return SubtaskSnapshot(checkpoint_id, self.chain.index, self.slot.slot, snapshots, sync_ms, alignment_ms,
+                               started, self.chain.describe(), final)
 
     def _notify(self, checkpoint_id: CheckpointId) -> None:
         for index in range(len(self.operators)):

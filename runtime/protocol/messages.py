@@ -116,10 +116,14 @@ class CheckpointMessage(Message):
 
 @dataclass(frozen=True)
 class SubtaskFinished(CheckpointMessage):
-    """Slot -> coordinator: one chain subtask consumed all its input (no later checkpoint can include it)."""
+    """Slot -> coordinator: one chain subtask consumed all its input. ``state``: its final state files (Flink's
+    checkpoints after tasks finish: every later checkpoint of the attempt includes them); None when it has
+    none (no checkpointing, or its final snapshot failed), and then no later checkpoint can include it."""
 
     chain: ChainIndex
     subtask: SubtaskIndex
+    state: tuple | None = None  # of runtime.protocol.checkpoints.StateHandle
+    source_positions: dict = field(default_factory=dict)  # operator uid -> repr of the source's final position
 
 
 @dataclass(frozen=True)

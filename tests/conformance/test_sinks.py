@@ -400,9 +400,11 @@ def test_the_writer_refuses_calls_out_of_order(impl):
     writer.open(None)
     writer.write_batch(records)
     writer.finish()
-    for call in (lambda: writer.write_batch(records), lambda: writer.snapshot_state(1), writer.finish):
+    for call in (lambda: writer.write_batch(records), writer.finish):
         with pytest.raises(TransactionStateError, match="after finish"):
             call()
+    final = writer.snapshot_state(1)  # the final state of a finished subtask: what finish() pre-committed
+    assert len(final["union:pending"]) == 1 and final["union:pending"][0].status is TransactionStatus.PRE_COMMITTED
     writer.close()
     assert restarted(sink).merge_results([writer.result()]) == 1
     assert impl.visible() == records  # the refused calls changed nothing

@@ -10,9 +10,10 @@ than expected. :class:`PacedSource` wraps any source and makes progress an event
   (keeps the job running, so checkpoints go on) until the picklable callable ``end_when()`` is true and the
   reader has seen that many checkpoints complete in this attempt.
 
-Checkpoints stop once any subtask has finished. So paced readers finish together: an exhausted reader
-marks itself in the ``together`` directory and holds its end until every reader of its attempt has; a
-reader that finished alone would leave the others waiting forever for a checkpoint to refill their budget.
+Paced readers finish together: an exhausted reader marks itself in the ``together`` directory and holds its
+end until every reader of its attempt has. (Written when checkpoints stopped once any subtask finished, and a
+reader that finished alone left the others waiting for a checkpoint; it still keeps each test's checkpoints
+covering the whole input.)
 
 Everything here is picklable and importable on the executors (tests/ is on their path).
 """

@@ -5,6 +5,7 @@ from runtime.driver.coordinator import CheckpointCoordinator
 from runtime.executor.aligner import Alignment, BarrierAligner
 from runtime.graph.job_graph import Chain, JobGraph
 from runtime.protocol.checkpoints import (
+    OPERATOR_STATE_GROUP,
     AckResult,
     CompletedCheckpoint,
     PendingCheckpoint,
@@ -277,3 +278,68 @@ def test_the_rendezvous_is_done_only_once_the_addresses_went_out():
     finally:
         slot.close()
         server.close()
+
+
+def final_state(storage, subtask, token="fin"):
+    """A finished source subtask's final state file, as its slot writes it."""
+    return storage.write_state_file(0, "numbers", subtask, [(OPERATOR_STATE_GROUP, b"done")], finished=token)
+
+
+def test_checkpoints_go_on_after_a_subtask_finished_holding_its_final_state(tmp_path):
+    coordinator, control, clock = make_source_coordinator(tmp_path)
+    storage = coordinator.storage
+    handle = final_state(storage, 2)
+    coordinator.on_message(SubtaskFinished(0, 0, 2, (handle,), {"numbers": "split 2 at its end"}))
+    clock.now += 1.0
+    coordinator.tick()
+    assert control.sent == [TriggerCheckpoint(0, 1)], "a finished subtask with a final state stops nothing"
+    for subtask in (0, 1):
+        coordinator.on_message(ack(1, subtask))
+    assert coordinator.completed_checkpoints() == [1]
+    checkpoint = storage.read_checkpoint(1)
+    assert [h.path for h in checkpoint.operator("numbers").handles] == ["../finished/fin/numbers/2.arrow"]
+    assert storage.problems(checkpoint) == []
+    storage.delete_checkpoint(1)  # retention removes a checkpoint: the final state stays for the later ones
+    assert list(storage.read_state_rows(1, handle)) == [(OPERATOR_STATE_GROUP, b"done")]
+
+
+def test_a_subtask_finishing_without_the_barrier_completes_the_pending_checkpoint(tmp_path):
+    coordinator, control, clock = make_source_coordinator(tmp_path)
+    clock.now += 1.0
+    coordinator.tick()
+    coordinator.on_message(ack(1, 0))
+    coordinator.on_message(ack(1, 1))
+    assert coordinator.completed_checkpoints() == []
+    coordinator.on_message(SubtaskFinished(0, 0, 2, (final_state(coordinator.storage, 2),), {}))
+    assert coordinator.completed_checkpoints() == [1]
+
+
+def test_the_last_subtask_finishing_or_one_without_final_state_stops_checkpoints(tmp_path):
+    coordinator, control, clock = make_source_coordinator(tmp_path)
+    coordinator.on_message(SubtaskFinished(0, 0, 2, (final_state(coordinator.storage, 2),), {}))
+    coordinator.on_message(SubtaskFinished(0, 0, 1))  # its final state could not be stored
+    clock.now += 1.0
+    coordinator.tick()
+    assert control.sent == [EndIdling(0)], "no checkpoint without subtask 1's final state"
+    coordinator, control, clock = make_source_coordinator(tmp_path / "all", parallelism=1)
+    clock.now += 1.0
+    coordinator.tick()
+    coordinator.on_message(SubtaskFinished(0, 0, 0, (final_state(coordinator.storage, 0),), {}))
+    assert coordinator.completed_checkpoints() == [] and coordinator.pending == {}, "the job is ending"
+
+
+def test_final_states_no_checkpoint_references_are_deleted_between_attempts_and_at_the_end(tmp_path):
+    coordinator, control, clock = make_source_coordinator(tmp_path)
+    storage = coordinator.storage
+    coordinator.on_message(SubtaskFinished(0, 0, 2, (final_state(storage, 2, token="kept"),), {}))
+    clock.now += 1.0
+    coordinator.tick()
+    for subtask in (0, 1):
+        coordinator.on_message(ack(1, subtask))
+    final_state(storage, 1, token="written-late")  # a subtask stored it, then its attempt ended
+    assert storage.final_state_tokens() == ["kept", "written-late"], "nothing is deleted while slots write"
+    coordinator.start_attempt(1, control)
+    assert storage.final_state_tokens() == ["kept"], "checkpoint 1 references it"
+    storage.delete_checkpoint(1)
+    coordinator.finish()
+    assert storage.final_state_tokens() == []
