@@ -25,10 +25,12 @@ on a stream that is not keyed gets the same: its other input is held, in arrival
 
 from __future__ import annotations
 
+import functools
+
 from operators.builtins import KeyedReduceOperator, may_use_keyed_state
 from operators.co_operators import TwoInputOperator
 from operators.operator import OneInputOperator
-from runtime.keys.canonical import PLAIN_KEY_TYPES, canonical_key
+from runtime.keys.canonical import canonical_keys
 from runtime.protocol.events import MAX_WATERMARK
 from runtime.protocol.records import TimestampedBatch
 
@@ -52,9 +54,7 @@ class _Groups:
 
     def add(self, batch: list) -> None:
         key_of, records = self.key_of, self.records
-        keys = [key_of(r) for r in batch]
-        if not PLAIN_KEY_TYPES.issuperset(map(type, keys)):
-            keys = [canonical_key(k) for k in keys]  # NaNs and the like: one group per key as the backend sees it
+        keys = canonical_keys([key_of(r) for r in batch])  # NaNs and the like: one group, as the backend sees it
         for key, r in zip(keys, batch):
             group = records.get(key)
             if group is None:
@@ -203,9 +203,7 @@ class BatchKeyedOperator(TwoInputOperator):
         reduce, out, stamps = inner.call, [], []
         for _, records, timestamps in groups:
             if stateless:
-                value = records[0]
-                for r in records[1:]:
-                    value = reduce(value, r)
+                value = functools.reduce(reduce, records)
             else:  # the function keeps keyed state of its own: fold through the operator, with the key set
                 value = inner.process_batch(records)[-1]
             out.append(value)
@@ -272,9 +270,7 @@ class ReduceCombiner(OneInputOperator):
         if type(records) is TimestampedBatch:
             return records
         key_of, reduce, partial = self.key_selector, self.call, self.partial
-        keys = [key_of(r) for r in records]
-        if not PLAIN_KEY_TYPES.issuperset(map(type, keys)):
-            keys = [canonical_key(k) for k in keys]
+        keys = canonical_keys([key_of(r) for r in records])
         for key, r in zip(keys, records):
             before = partial.get(key)
             partial[key] = r if before is None else reduce(before, r)
