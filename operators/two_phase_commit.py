@@ -5,8 +5,11 @@ A subtask writes into an open transaction. At each checkpoint barrier it pre-com
 checkpoint n completes, every pending transaction of checkpoints <= n is committed. On a restore, the
 restored checkpoint's pending transactions are committed (they belong to a completed checkpoint; commit
 must be idempotent, as it may have happened already) and everything the failed attempt left is aborted.
-At the end of a bounded job the last transactions are committed by the driver, after every subtask has
-finished: no restart can follow, so they can never be replayed.
+At the end of its input a subtask pre-commits its last transaction into its final state, then waits for a
+checkpoint that includes that state to complete (Flink's checkpoints after tasks finish): any checkpoint after
+the last one it took part in does, and when every subtask has finished the job's final checkpoint is one. So
+the tail after the last periodic checkpoint is committed by the checkpoint protocol too. Only a job without
+checkpointing has its last transactions committed by the driver, once every subtask has finished.
 
 You implement :class:`TwoPhaseCommitSink`'s five methods; the runtime does the bookkeeping.
 """
@@ -98,8 +101,10 @@ class RecoveredState:
 class TransactionRecord:
     """A sink's transaction as its writer tracks it (and checkpoints it, once pre-committed).
 
-    ``checkpoint_id``: the checkpoint whose barrier pre-committed it, committed when that checkpoint
-    completes. ``final``: pre-committed at the end of input instead (the driver commits it).
+    ``checkpoint_id``: the checkpoint whose barrier pre-committed it, committed when that checkpoint (or a
+    later one) completes. ``final``: pre-committed at the end of input, into the subtask's final state; its
+    ``checkpoint_id`` is then the first checkpoint that can include that state. A final record without one
+    (Chandy 0.1's, or a job without checkpoints) is committed by the driver or a restore.
 
     >>> record = TransactionRecord("t")
     >>> record.status
@@ -111,8 +116,9 @@ class TransactionRecord:
     Traceback (most recent call last):
     ...
     runtime.errors.TransactionStateError: Cannot pre-commit transaction 't': it is pre-committed. ...
-    >>> TransactionRecord("t").pre_committed(checkpoint_id=None).final
-    True
+    >>> final = TransactionRecord("t").pre_committed(checkpoint_id=5, final=True)
+    >>> final.final, final.due(4), final.due(7)
+    (True, False, True)
     """
 
     transaction: Any
@@ -123,10 +129,10 @@ class TransactionRecord:
     def _to(self, status: TransactionStatus, **changes) -> TransactionRecord:
         return replace(self, status=self.status.advance(status, f"transaction {self.transaction!r}"), **changes)
 
-    def pre_committed(self, checkpoint_id: int | None) -> TransactionRecord:
-        """This transaction pre-committed at checkpoint ``checkpoint_id``'s barrier, or (None) at the end of
-        input."""
-        return self._to(TransactionStatus.PRE_COMMITTED, checkpoint_id=checkpoint_id, final=checkpoint_id is None)
+    def pre_committed(self, checkpoint_id: int | None, final: bool = False) -> TransactionRecord:
+        """This transaction pre-committed at checkpoint ``checkpoint_id``'s barrier, or (``final``) at the end
+        of input, to be committed by checkpoint ``checkpoint_id`` or a later one."""
+        return self._to(TransactionStatus.PRE_COMMITTED, checkpoint_id=checkpoint_id, final=final)
 
     def committed(self) -> TransactionRecord:
         return self._to(TransactionStatus.COMMITTED)
@@ -136,14 +142,15 @@ class TransactionRecord:
 
     def due(self, completed_checkpoint_id: int) -> bool:
         """Whether checkpoint ``completed_checkpoint_id`` completing commits this transaction."""
-        return (self.status is TransactionStatus.PRE_COMMITTED and not self.final
+        return (self.status is TransactionStatus.PRE_COMMITTED and self.checkpoint_id is not None
                 and self.checkpoint_id <= completed_checkpoint_id)
 
 
 class TwoPhaseCommitSink(Sink):
     """Base class of transactional sinks. Transactions must be picklable (they are checkpointed).
 
-    ``commit`` and ``abort`` also run on the driver (final commit of a bounded job) and must be idempotent.
+    ``commit`` and ``abort`` must be idempotent; they also run on the driver (a restore commits what the
+    checkpoint had pending; a bounded job without checkpointing commits its last transactions there).
 
     >>> class ListSink(TwoPhaseCommitSink):   # commits whole lists into a visible one
     ...     visible = []
@@ -199,7 +206,8 @@ class TwoPhaseCommitSink(Sink):
         return _TransactionalWriter(self, subtask_index, parallelism)
 
     def merge_results(self, results: list) -> int:
-        """Driver, end of a bounded job: commit every subtask's last transactions. Returns how many."""
+        """Driver, end of a bounded job: commit the transactions no checkpoint committed (a job without
+        checkpointing pre-commits its last ones at the end of input). Returns how many."""
         committed = 0
         for transactions in results:
             for transaction in transactions:
@@ -228,6 +236,7 @@ class _TransactionalWriter(SinkWriter):
         self.pending: list[TransactionRecord] = []  # pre-committed, oldest first
         self.current: TransactionRecord | None = None  # the open transaction
         self.finished = False
+        self.last_checkpoint_id = 0  # the newest checkpoint whose barrier pre-committed a transaction here
 
     def restore_state(self, state) -> None:
         runs = state.get(_RUN, [])
@@ -262,9 +271,9 @@ class _TransactionalWriter(SinkWriter):
                                 "it has no open transaction. This is a bug in the code that drives the writer.")
         return self.current
 
-    def _pre_commit(self, checkpoint_id: int | None, action: str) -> None:
+    def _pre_commit(self, checkpoint_id: int | None, action: str, final: bool = False) -> None:
         record = self._open_transaction(action)
-        pre_committed = record.pre_committed(checkpoint_id)
+        pre_committed = record.pre_committed(checkpoint_id, final)
         self.sink.pre_commit(record.transaction)
         self.pending.append(pre_committed)
         self.current = None
@@ -280,6 +289,7 @@ class _TransactionalWriter(SinkWriter):
             sequences = [(self.subtask, self.next_sequence), *self.carried_sequences.items()]
             return {_PENDING: list(self.pending), _SEQUENCE: sequences, _RUN: [self.run_id]}
         self._pre_commit(checkpoint_id, f"snapshot checkpoint {checkpoint_id}")
+        self.last_checkpoint_id = checkpoint_id
         self.current = self._begin()
         sequences = [(self.subtask, self.next_sequence - 1)]  # the fresh transaction is not in the checkpoint
         sequences += list(self.carried_sequences.items())
@@ -292,7 +302,8 @@ class _TransactionalWriter(SinkWriter):
             self.pending.pop(0)  # only once committed: a failed commit leaves it for the restore to commit
 
     def finish(self) -> None:
-        self._pre_commit(None, "finish")
+        # Into the final state: any checkpoint after the last one this subtask took part in includes it.
+        self._pre_commit(self.last_checkpoint_id + 1, "finish", final=True)
         self.finished = True
 
     def result(self) -> list:

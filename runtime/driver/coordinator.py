@@ -58,11 +58,9 @@ from runtime.protocol.messages import (
     CheckpointMessage,
     DeclineCheckpoint,
     DeclineKind,
-    EndIdling,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
     SubtaskFinished,
-    SubtaskIdle,
     TriggerCheckpoint,
 )
 from state_backends.storage import CheckpointStatus, CheckpointStorage
@@ -104,12 +102,11 @@ class CheckpointCoordinator:
         """What the coordinator knows of the subtasks of one attempt."""
         self.finished_subtasks: set[SubtaskId] = set()
         # The final state of each finished subtask: every later checkpoint of the attempt includes it (Flink's
-        # checkpoints after tasks finish). None once a subtask finished without one: checkpoints stop then.
-        self.final_acks: dict[SubtaskId, SubtaskAck] | None = {}
-        self.first_finished: str | None = None  # the subtask that finished first, for the warning
-        self.warned_stopped = False  # that checkpointing stopped, once per attempt
-        self.idle_subtasks: set[SubtaskId] = set()  # source subtasks with nothing to read, still checkpointing
-        self.idling_ended = False
+        # checkpoints after tasks finish).
+        self.final_acks: dict[SubtaskId, SubtaskAck] = {}
+        # Every subtask finished and the final checkpoint (their final states alone) is not committed yet: it
+        # is retried each interval after a failed attempt, since the finished subtasks wait for it.
+        self.final_checkpoint_due = False
 
     def _now_ms(self) -> float:
         return self.clock() * 1000.0
@@ -193,14 +190,10 @@ class CheckpointCoordinator:
         due = should_trigger(now, self.config.interval_ms, self.last_trigger_ms, self.last_completion_ms,
                              self.config.min_pause_ms, len(self.pending), self.config.max_concurrent,
                              all_subtasks_running=self.control.all_registered)
-        if due and self._can_trigger():
+        if self.final_checkpoint_due and due:
+            failure = self._commit_final_checkpoint(now) or failure
+        elif due and self._can_trigger():
             self._trigger(now)
-        elif due and not self.warned_stopped and self.final_acks is None:  # said when a checkpoint is skipped:
-            self.warned_stopped = True  # the normal end of a bounded job, its subtasks all finishing, stays quiet
-            completed = f"checkpoint {self.completed_ids[-1]}" if self.completed_ids else "the job's start"
-            log.warning("Checkpointing of job '%s' stopped for the rest of this attempt: %s finished without a "
-                        "final state to include in later checkpoints. A failure from now on restarts from %s.",
-                        self.graph.job_name, self.first_finished, completed)
         return failure
 
     # -- messages from slots -------------------------------------------------------------------------
@@ -218,11 +211,6 @@ class CheckpointCoordinator:
             return self._on_ack(message)
         if isinstance(message, DeclineCheckpoint):
             return self._on_decline(message)
-        if isinstance(message, SubtaskIdle):
-            self.idle_subtasks.add(SubtaskId(message.chain, message.subtask))
-            if self.idle_subtasks >= self.source_subtasks:  # nothing would ever finish
-                self._end_idling()
-            return None
         if isinstance(message, SubtaskFinished):
             return self._on_finished(message)
         return None
@@ -230,27 +218,17 @@ class CheckpointCoordinator:
     # -- carrying decisions out (lock held) ----------------------------------------------------------
 
     def _can_trigger(self) -> bool:
-        """Checkpoints need a running source subtask to start them, and the final state of every finished one."""
-        if not self.finished_subtasks:
-            return True
-        return self.final_acks is not None and bool(self.source_subtasks - self.finished_subtasks)
+        """Checkpoints need a running source subtask to start them."""
+        return not self.finished_subtasks or bool(self.source_subtasks - self.finished_subtasks)
 
     def _on_finished(self, message: SubtaskFinished) -> JobFailedError | None:
         subtask = SubtaskId(message.chain, message.subtask)
         finished = self._describe_subtasks([subtask])
+        if message.state is None:  # a slot stores the final state before it says so: a bug, not an I/O error
+            return JobFailedError(f"Job '{self.graph.job_name}': {finished} finished without a final state, so no "
+                                  "later checkpoint could include it.")
         log.debug("%s finished", finished)
-        if self.first_finished is None:
-            self.first_finished = finished
         self.finished_subtasks.add(subtask)
-        if message.state is None or self.final_acks is None or self.finished_subtasks >= self.subtasks:
-            # no final state to stand in for it (or the job is ending): checkpoints stop for this attempt
-            if message.state is None and subtask not in self.idle_subtasks:
-                self._end_idling()  # idling would only keep the job from ending
-            if message.state is None:
-                self.final_acks = None
-            for checkpoint_id in list(self.pending):
-                self._abort(checkpoint_id, f"{finished} finished before acknowledging", count_failure=False)
-            return None
         final = SubtaskAck(subtask, tuple(message.state), source_positions=dict(message.source_positions))
         self.final_acks[subtask] = final
         failure = None
@@ -258,12 +236,25 @@ class CheckpointCoordinator:
             if subtask not in pending.acks and pending.acknowledge(final) is AckResult.SUCCESS \
                     and pending.is_complete:
                 failure = self._commit(pending) or failure
+        if self.finished_subtasks >= self.subtasks:
+            # Every subtask finished: the job's final checkpoint, made of their final states, is what commits the
+            # transactions their sinks pre-committed at the end of input (they wait for it before exiting).
+            self.final_checkpoint_due = True
+            failure = self._commit_final_checkpoint(self._now_ms()) or failure
         return failure
 
-    def _end_idling(self) -> None:
-        if not self.idling_ended:
-            self.idling_ended = True
-            self.control.broadcast(EndIdling(self.attempt))
+    def _commit_final_checkpoint(self, now: float) -> JobFailedError | None:
+        checkpoint_id = self.next_id
+        self.next_id = CheckpointId(self.next_id + 1)
+        self.last_trigger_ms = now
+        pending = self.pending[checkpoint_id] = PendingCheckpoint(checkpoint_id, now, self.subtasks)
+        for final in self.final_acks.values():
+            pending.acknowledge(final)
+        log.debug("final checkpoint %d of job '%s'", checkpoint_id, self.graph.job_name)
+        failure = self._commit(pending)
+        if failure is None and checkpoint_id in self.completed_ids:
+            self.final_checkpoint_due = False
+        return failure
 
     def _describe_subtasks(self, subtasks) -> str:
         return "; ".join(f"subtask {s.subtask} of {self.graph.chains[s.chain].describe()}" for s in subtasks)
@@ -273,7 +264,7 @@ class CheckpointCoordinator:
         self.next_id = CheckpointId(self.next_id + 1)
         self.last_trigger_ms = now
         pending = self.pending[checkpoint_id] = PendingCheckpoint(checkpoint_id, now, self.subtasks)
-        for final in (self.final_acks or {}).values():  # finished subtasks are in it with their final state
+        for final in self.final_acks.values():  # finished subtasks are in it with their final state
             pending.acknowledge(final)
         log.debug("triggering checkpoint %d", checkpoint_id)
         self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id))

@@ -182,10 +182,9 @@ class SlotRunner:
                     if self.snapshotter is not None:
                         self.snapshotter.abort(message.checkpoint_id)
                 elif isinstance(message, NotifyCheckpointComplete):
-                    for runner in self.runners:
-                        if runner.status is not SubtaskStatus.FINISHED:
-                            runner.notifications.append(message.checkpoint_id)
-                            runner.wakeup.set()
+                    for runner in self.runners:  # finished ones too: they wait for a checkpoint with their end
+                        runner.notifications.append(message.checkpoint_id)
+                        runner.wakeup.set()
         except (ConnectionClosed, OSError):
             if not self.stopped.is_set():
                 self.cancel()  # the driver is gone: nobody will ever read our results
@@ -277,7 +276,7 @@ class SlotRunner:
             addresses = self._register()
             self._connect_outputs(addresses)
             if self.graph.checkpointing is not None:
-                self.snapshotter = Snapshotter(self.graph.checkpointing.storage, self.attempt, self.send)
+                self.snapshotter = Snapshotter(self.graph.checkpointing.storage, self.attempt, self.send, self.fail)
             listener = threading.Thread(target=self._listen_control, name="chandy-control", daemon=True)
             listener.start()
             for runner in self.runners:

@@ -64,6 +64,11 @@ class SubtaskSnapshot:
         return f"subtask {self.subtask} of {self.chain_description or f'chain {self.chain}'}"
 
 
+class FinalStateError(Exception):
+    """A finished subtask's final state could not be stored: the attempt fails (it restarts from the newest
+    checkpoint and finishes again) rather than end without the final checkpoint that commits its sinks."""
+
+
 class CheckpointAbortedError(Exception):
     """Raised inside the snapshotter to stop writing a checkpoint the coordinator has aborted."""
 
@@ -72,10 +77,11 @@ class CheckpointAbortedError(Exception):
 
 
 class Snapshotter:
-    def __init__(self, storage: CheckpointStorage, attempt: Attempt, send):
+    def __init__(self, storage: CheckpointStorage, attempt: Attempt, send, fail=None):
         self.storage = storage
         self.attempt = attempt
         self.send = send
+        self.fail = fail or (lambda exc: log.error("%s", exc))  # fails the slot: the job restarts
         self.queue: queue.Queue = queue.Queue()
         # Checkpoint ids the coordinator aborted: added by the control thread, read here between key groups
         # (a set's add and membership test are atomic under the GIL).
@@ -105,14 +111,10 @@ class Snapshotter:
                 for operator in snapshot.operators:
                     if operator.keyed is not None:
                         operator.keyed.discard()
-                if snapshot.final is not None:  # no final state: checkpoints of this attempt stop (coordinator)
-                    log.warning("the final state of %s was not stored: %s: %s", snapshot.describe(),
-                                type(exc).__name__, exc)
-                    try:
-                        self.send(SubtaskFinished(self.attempt, snapshot.chain, snapshot.subtask))
-                    except OSError:
-                        return
-                    continue
+                if snapshot.final is not None:  # no later checkpoint could include the subtask: restart
+                    self.fail(FinalStateError(f"The final state of {snapshot.describe()} could not be stored: "
+                                              f"{type(exc).__name__}: {exc}"))
+                    return
                 if snapshot.checkpoint_id in self._aborted:  # the coordinator knows
                     log.debug("checkpoint %d of %s given up: it was aborted", snapshot.checkpoint_id,
                               snapshot.describe())

@@ -86,6 +86,7 @@ class SubtaskRunner:
         self.notifications: deque = deque()  # completed checkpoint ids, appended by the control thread
         self.wakeup = threading.Event()  # set by the control thread with each of those (and on cancel)
         self.status = SubtaskStatus.RUNNING
+        self.last_checkpoint_id = CheckpointId(0)  # the newest checkpoint this subtask took its state for
         checkpointing = slot.graph.checkpointing
         self.aligner = None
         if gate is not None and checkpointing is not None:
@@ -168,9 +169,26 @@ class SubtaskRunner:
             # the snapshotter stores it, then sends SubtaskFinished with its files.
             self.slot.snapshotter.submit(self._snapshot(CheckpointId(0), 0.0, final=uuid.uuid4().hex[:16]))
             self.status = SubtaskStatus.FINISHED
+            self._await_checkpoint_with_final_state()
         else:
             self.status = SubtaskStatus.FINISHED
             self.slot.send(SubtaskFinished(self.slot.attempt, self.chain.index, self.slot.slot))
+
+    def _await_checkpoint_with_final_state(self) -> None:
+        """Wait until a checkpoint that includes this subtask's final state completes, handing its notification
+        (and the earlier ones) to the operators: a sink commits there what it pre-committed at the end of
+        input. Every checkpoint after the last one this subtask took part in includes its final state; when
+        the whole job has finished, the coordinator's final checkpoint is one."""
+        notifications, wakeup, stopped = self.notifications, self.wakeup, self.slot.stopped
+        while not stopped.is_set():
+            while notifications:
+                checkpoint_id = notifications.popleft()
+                self._notify(checkpoint_id)
+                if checkpoint_id > self.last_checkpoint_id:
+                    return
+            wakeup.wait()
+            wakeup.clear()
+        raise Cancelled()
 
     # A source iteration (poll + the chained operators) should take about this long at most: checkpoint
     # triggers and notifications are handled between iterations, so it bounds their delay.
@@ -339,6 +357,7 @@ class SubtaskRunner:
 
     def _checkpoint(self, checkpoint_id: CheckpointId, alignment_ms: float) -> None:
         """The synchronous part: flush, freeze every operator's state, forward the barrier."""
+        self.last_checkpoint_id = checkpoint_id
         self.writer.flush()
         with gc_paused():
             snapshot = self._snapshot(checkpoint_id, alignment_ms)

@@ -28,8 +28,6 @@ __all__ = [
     "Cancel",
     "CheckpointMessage",
     "SubtaskFinished",
-    "SubtaskIdle",
-    "EndIdling",
     "TriggerCheckpoint",
     "AcknowledgeCheckpoint",
     "DeclineKind",
@@ -118,27 +116,14 @@ class CheckpointMessage(Message):
 class SubtaskFinished(CheckpointMessage):
     """Slot -> coordinator: one chain subtask consumed all its input. ``state``: its final state files (Flink's
     checkpoints after tasks finish: every later checkpoint of the attempt includes them); None when it has
-    none (no checkpointing, or its final snapshot failed), and then no later checkpoint can include it."""
+    none (no checkpointing). A subtask that stored one waits for a checkpoint that includes it to complete
+    (its sinks commit their last transactions then); when every subtask has finished, the coordinator completes
+    the job's final checkpoint from their final states alone."""
 
     chain: ChainIndex
     subtask: SubtaskIndex
     state: tuple | None = None  # of runtime.protocol.checkpoints.StateHandle
     source_positions: dict = field(default_factory=dict)  # operator uid -> repr of the source's final position
-
-
-@dataclass(frozen=True)
-class SubtaskIdle(CheckpointMessage):
-    """Slot -> coordinator: a source subtask found nothing to read (more subtasks than splits). It idles,
-    taking part in checkpoints, instead of finishing, so that checkpoints go on (Flink's idle readers)."""
-
-    chain: ChainIndex
-    subtask: SubtaskIndex
-
-
-@dataclass(frozen=True)
-class EndIdling(CheckpointMessage):
-    """Coordinator -> slots: idle source subtasks, finish now: a subtask with input has finished (so
-    checkpoints have stopped anyway), or every source subtask is idle (nothing would ever finish)."""
 
 
 @dataclass(frozen=True)

@@ -71,15 +71,16 @@ class ChaosMap(MapFunction):
 
 
 class ChaosFileSink(FileSink):
-    """A FileSink that dies between pre-commit and commit when its fault is planned."""
+    """A FileSink that dies between pre-commit and commit when its fault is planned (raise or SIGKILL)."""
 
     def __init__(self, path: str, directory: str, **kwargs):
         super().__init__(path, **kwargs)
         self.directory = directory
 
     def commit(self, transaction):
-        if consume(self.directory, "raise-before-commit"):
-            fire("raise", "between pre-commit and commit")
+        for how in ("raise", "kill"):
+            if consume(self.directory, f"{how}-before-commit"):
+                fire(how, "between pre-commit and commit")
         super().commit(transaction)
 
 

@@ -10,7 +10,7 @@ import pytest
 from operators import CollectSink, SequenceSource
 from runtime import RestartStrategies
 from state_backends.storage import FINISHED_PREFIX, CheckpointStorage
-from tests.integration.chaos import ChaosMap, plan, remaining
+from tests.integration.chaos import ChaosFileSink, ChaosMap, plan, remaining
 from tests.integration.jobs import CountPerKey, final_counts
 from tests.integration.paced import PacedSource
 
@@ -41,3 +41,30 @@ def test_a_restore_after_a_source_finished_is_exact_and_does_not_read_it_again(e
     assert final_counts(result.collected(sink)) == dict(expected)
     counts = collections.Counter(k for k, _ in result.collected(sink))
     assert counts == expected, "no record of the finished source was counted twice"
+
+
+@pytest.mark.parametrize("fault", [None, "raise-before-commit", "kill-before-commit"])
+def test_a_bounded_jobs_tail_is_committed_by_its_final_checkpoint(env, tmp_path, fault):
+    """No periodic checkpoint happens (the interval is an hour): everything the sink wrote is committed by the
+    final checkpoint the coordinator completes from the subtasks' final states, not by the driver. A failure
+    between that checkpoint and the commit restores it and commits again: still each record once."""
+    faults = plan(str(tmp_path / "faults"), *([fault] if fault else []))
+    url = str(tmp_path / "checkpoints")
+    env.set_parallelism(2).enable_checkpointing(3_600_000)
+    env.get_checkpoint_config().set_checkpoint_storage(url)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 0))
+    sink = ChaosFileSink(str(tmp_path / "out"), faults, format="jsonl")
+    env.from_source(SequenceSource(0, 4_999), "numbers").uid("numbers").map(lambda n: [n % KEYS, n]).uid("pair") \
+        .sink_to(sink).uid("files")
+    result = env.execute(f"final-{fault}")
+    assert remaining(faults) == []
+    assert sorted(sink.read_committed()) == sorted([n % KEYS, n] for n in range(5_000))
+    assert result.sink_results["files"] == 0, "the driver had nothing left to commit"
+    storage = CheckpointStorage("file://" + url, f"final-{fault}")
+    final = storage.read_checkpoint(result.checkpoints[-1].checkpoint_id)
+    assert final.operator("files").handles and all(
+        h.path.startswith(FINISHED_PREFIX) for op in final.operators for h in op.handles), \
+        "the final checkpoint is made of the subtasks' final states"
+    assert result.restarts == (1 if fault else 0)
+    if fault:
+        assert result.restored_from[1] == result.checkpoints[0].checkpoint_id, "the final checkpoint was restored"

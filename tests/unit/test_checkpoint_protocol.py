@@ -16,11 +16,9 @@ from runtime.protocol.checkpoints import (
 from runtime.protocol.messages import (
     AcknowledgeCheckpoint,
     DeclineCheckpoint,
-    EndIdling,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
     SubtaskFinished,
-    SubtaskIdle,
     TriggerCheckpoint,
 )
 from state_backends.storage import CheckpointStorage
@@ -161,25 +159,6 @@ def test_timeouts_and_declines_fail_the_job_beyond_the_tolerated_number(tmp_path
     assert failure is not None and "checkpoint 2" in str(failure) and "disk full" in str(failure)
 
 
-def test_no_checkpoints_once_a_subtask_finished_and_one_warning_when_the_next_is_due(tmp_path, caplog):
-    coordinator, control, clock, storage = make_coordinator(tmp_path)
-    clock.now += 1.0
-    coordinator.tick()
-    coordinator.on_message(ack(1, 0))
-    coordinator.on_message(ack(1, 1))
-    coordinator.on_message(SubtaskFinished(0, 0, 1))
-    with caplog.at_level("WARNING", logger="runtime.driver.coordinator"):
-        coordinator.tick()
-        assert not caplog.records, "no checkpoint was due yet: a bounded job ending now says nothing"
-        for _ in range(3):
-            clock.now += 5
-            coordinator.tick()
-    assert control.sent == [TriggerCheckpoint(0, 1), NotifyCheckpointComplete(0, 1), EndIdling(0)]
-    warnings = [r.getMessage() for r in caplog.records]
-    assert len(warnings) == 1, warnings
-    assert "stopped" in warnings[0] and "subtask 1 of" in warnings[0] and "restarts from checkpoint 1" in warnings[0]
-
-
 def make_source_coordinator(tmp_path, parallelism=3):
     """A coordinator of a job with one source chain of ``parallelism`` subtasks."""
     from operators import SequenceSource
@@ -195,28 +174,6 @@ def make_source_coordinator(tmp_path, parallelism=3):
     control = FakeControl()
     coordinator.start_attempt(0, control)
     return coordinator, control, clock
-
-
-def test_idle_source_subtasks_keep_checkpoints_going_until_a_subtask_with_input_finishes(tmp_path):
-    coordinator, control, clock = make_source_coordinator(tmp_path)
-    coordinator.on_message(SubtaskIdle(0, 0, 2))  # more subtasks than splits: subtask 2 has nothing to read
-    clock.now += 1.0
-    coordinator.tick()
-    assert control.sent == [TriggerCheckpoint(0, 1)], "an idle subtask does not stop checkpoints"
-    for subtask in range(3):
-        coordinator.on_message(ack(1, subtask))
-    coordinator.on_message(SubtaskFinished(0, 0, 0))
-    assert control.sent[-1] == EndIdling(0), "once checkpoints stop, idle subtasks finish too"
-    coordinator.on_message(SubtaskFinished(0, 0, 2))
-    assert control.sent.count(EndIdling(0)) == 1
-
-
-def test_when_every_source_subtask_is_idle_they_are_told_to_finish(tmp_path):
-    coordinator, control, clock = make_source_coordinator(tmp_path, parallelism=2)
-    coordinator.on_message(SubtaskIdle(0, 0, 0))
-    assert EndIdling(0) not in control.sent
-    coordinator.on_message(SubtaskIdle(0, 0, 1))
-    assert control.sent == [EndIdling(0)], "otherwise nothing would ever finish"
 
 
 def test_checkpoint_ids_continue_after_existing_ones(tmp_path):
@@ -314,18 +271,45 @@ def test_a_subtask_finishing_without_the_barrier_completes_the_pending_checkpoin
     assert coordinator.completed_checkpoints() == [1]
 
 
-def test_the_last_subtask_finishing_or_one_without_final_state_stops_checkpoints(tmp_path):
+def test_when_every_subtask_finished_their_final_states_make_the_final_checkpoint(tmp_path):
+    coordinator, control, clock = make_source_coordinator(tmp_path, parallelism=2)
+    storage = coordinator.storage
+    clock.now += 1.0
+    coordinator.tick()
+    coordinator.on_message(ack(1, 0))  # subtask 0 took part in checkpoint 1, then finished
+    coordinator.on_message(SubtaskFinished(0, 0, 0, (final_state(storage, 0, token="a"),), {}))
+    assert coordinator.completed_checkpoints() == []
+    coordinator.on_message(SubtaskFinished(0, 0, 1, (final_state(storage, 1, token="b"),), {}))
+    assert coordinator.completed_checkpoints() == [1, 2], "1 completed by subtask 1's final state, then the final"
+    assert control.sent[-2:] == [NotifyCheckpointComplete(0, 1), NotifyCheckpointComplete(0, 2)]
+    final = storage.read_checkpoint(2)
+    assert sorted(h.path for h in final.operator("numbers").handles) == [
+        "../finished/a/numbers/0.arrow", "../finished/b/numbers/1.arrow"]
+    clock.now += 5
+    coordinator.tick()
+    assert not any(isinstance(m, TriggerCheckpoint) and m.checkpoint_id > 1 for m in control.sent), \
+        "nothing is left to trigger"
+
+
+def test_a_final_checkpoint_that_could_not_be_written_is_retried(tmp_path):
+    coordinator, control, clock = make_source_coordinator(tmp_path, parallelism=1)
+    coordinator.config.set_tolerable_checkpoint_failure_number(1)
+    storage = coordinator.storage
+    handle = final_state(storage, 0)
+    real_write = storage.write_metadata
+    storage.write_metadata = lambda checkpoint: (_ for _ in ()).throw(OSError("disk full"))
+    assert coordinator.on_message(SubtaskFinished(0, 0, 0, (handle,), {})) is None, "one failure is tolerated"
+    assert coordinator.completed_checkpoints() == []
+    storage.write_metadata = real_write
+    clock.now += 1.0
+    coordinator.tick()
+    assert coordinator.completed_checkpoints() == [2] and control.sent[-1] == NotifyCheckpointComplete(0, 2)
+
+
+def test_a_subtask_finishing_without_a_final_state_fails_the_attempt(tmp_path):
     coordinator, control, clock = make_source_coordinator(tmp_path)
-    coordinator.on_message(SubtaskFinished(0, 0, 2, (final_state(coordinator.storage, 2),), {}))
-    coordinator.on_message(SubtaskFinished(0, 0, 1))  # its final state could not be stored
-    clock.now += 1.0
-    coordinator.tick()
-    assert control.sent == [EndIdling(0)], "no checkpoint without subtask 1's final state"
-    coordinator, control, clock = make_source_coordinator(tmp_path / "all", parallelism=1)
-    clock.now += 1.0
-    coordinator.tick()
-    coordinator.on_message(SubtaskFinished(0, 0, 0, (final_state(coordinator.storage, 0),), {}))
-    assert coordinator.completed_checkpoints() == [] and coordinator.pending == {}, "the job is ending"
+    failure = coordinator.on_message(SubtaskFinished(0, 0, 1))
+    assert failure is not None and "finished without a final state" in str(failure)
 
 
 def test_final_states_no_checkpoint_references_are_deleted_between_attempts_and_at_the_end(tmp_path):
