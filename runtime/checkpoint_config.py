@@ -84,6 +84,7 @@ class CheckpointConfig:
         self.tolerable_failures = 0
         self.retained = 3
         self.externalized = ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION
+        self.savepoint_directory: str | None = None  # None: <checkpoint storage>/<job>/savepoints
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval_ms is not None
@@ -122,6 +123,21 @@ class CheckpointConfig:
 
     def get_checkpoint_storage(self) -> str:
         return self.storage
+
+    def set_default_savepoint_directory(self, url: str) -> "CheckpointConfig":
+        """Where ``trigger_savepoint()`` and ``stop_with_savepoint()`` put savepoints when not given a path
+        (Flink's ``execution.checkpointing.savepoint-dir``); by default ``<checkpoint storage>/<job>/savepoints``.
+
+        >>> CheckpointConfig().set_default_savepoint_directory("s3://bucket/savepoints").get_default_savepoint_directory()
+        's3://bucket/savepoints'
+        """
+        if not isinstance(url, str) or not url:
+            raise ConfigurationError(f"set_default_savepoint_directory() expects a URL or a path, got {url!r}")
+        self.savepoint_directory = url if "://" in url else "file://" + os.path.abspath(url)
+        return self
+
+    def get_default_savepoint_directory(self) -> str | None:
+        return self.savepoint_directory
 
     def set_checkpoint_timeout(self, timeout_ms: float) -> "CheckpointConfig":
         """A checkpoint not acknowledged by every subtask within this time is aborted."""

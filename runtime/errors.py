@@ -46,6 +46,8 @@ __all__ = [
     "CheckpointNotFoundError",
     "CorruptCheckpointError",
     "IncompatibleCheckpointError",
+    "SavepointError",
+    "JobControlError",
 ]
 
 
@@ -344,6 +346,17 @@ class CorruptCheckpointError(CheckpointError):
 
 class IncompatibleCheckpointError(CheckpointError):
     """The checkpoint cannot be restored into this job (max parallelism, unknown operators)."""
+
+    retryable = False
+
+
+class SavepointError(CheckpointError):
+    """A savepoint was not taken: the job has no checkpointing, it is not running, a subtask declined, or the
+    savepoint could not be written. The job itself goes on (a failed savepoint fails no job)."""
+
+
+class JobControlError(ChandyError):
+    """A running job's control endpoint (``chandy savepoint``, ``chandy stop``) cannot be reached, or refused."""
 
     retryable = False
 

@@ -4,6 +4,9 @@ Layout (DESIGN §3)::
 
     <root>/<job>/chk-<n>/<operator uid>/<subtask>.arrow   state of one operator subtask
     <root>/<job>/chk-<n>/_metadata                        JSON, written last: the commit marker
+    <root>/<job>/finished/<token>/<uid>/<subtask>.arrow   final state of a finished subtask (FLIP-147)
+    <root>/<job>/_job.json                                where the running job's control endpoint listens
+    <savepoints>/savepoint-<n>-<hex>/...                  a savepoint: self-contained, never deleted
 
 A state file is an Arrow IPC file with columns ``key_group`` (int32) and ``payload`` (pickled), one record
 batch per key group, so a rescaled restore reads only the key groups it owns. Key group -1 holds the
@@ -28,7 +31,7 @@ import posixpath
 import re
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Iterable, Iterator
 
@@ -45,10 +48,11 @@ from runtime.ids import CheckpointId, KeyGroup, SubtaskIndex
 from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, CompletedCheckpoint, StateHandle
 from state_backends.checkpoint_store import CheckpointStore
 
-__all__ = ["CheckpointStorage", "CheckpointStatus", "StoredCheckpoint", "OPERATOR_STATE_GROUP", "checksum",
-           "job_directory_name"]
+__all__ = ["CheckpointStorage", "SavepointStorage", "CheckpointStatus", "StoredCheckpoint", "OPERATOR_STATE_GROUP",
+           "checksum", "job_directory_name"]
 
 METADATA = "_metadata"
+JOB_CONTROL = "_job.json"
 FINISHED_PREFIX = "../finished/"  # a handle path of a finished subtask's final state
 _CHK = re.compile(r"^chk-(\d+)$")
 _SCHEMA = pa.schema([pa.field("key_group", pa.int32()), pa.field("payload", pa.large_binary())])
@@ -116,6 +120,11 @@ def _verified_rows(data: bytes, handle: StateHandle) -> tuple[str | None, list]:
         return (f"does not match the checksum written with it ({_checksum_text(crc)}, not {handle.checksum}): it was "
                 "changed or damaged after the checkpoint"), []
     return None, rows
+
+
+def _absolute_url(url: str) -> str:
+    """A local path as an absolute ``file://`` URL; any other URL as it is."""
+    return url if "://" in url else "file://" + os.path.abspath(url)
 
 
 def job_directory_name(job_name: str) -> str:
@@ -270,6 +279,40 @@ class CheckpointStorage:
         for handle in handles:
             self.store.delete(self.absolute(checkpoint_id, handle.path))
 
+    def default_savepoint_url(self) -> str:
+        """Where this job's savepoints go unless told otherwise: ``<storage>/<job>/savepoints``.
+
+        >>> CheckpointStorage("memory://doc-default-savepoints", "my job").default_savepoint_url()
+        'memory://doc-default-savepoints/my-job/savepoints'
+        """
+        return self.checkpoint_url(CheckpointId(0)).rsplit("/", 1)[0] + "/savepoints"
+
+    def savepoint_storage(self, url: str, checkpoint_id: CheckpointId | None = None) -> "SavepointStorage":
+        """The savepoint at ``url`` (with ``checkpoint_id``: a new one under the directory ``url``), on this
+        storage's filesystem when it lies under it (a filesystem object given to the job is kept)."""
+        url = _absolute_url(url)
+        if checkpoint_id is not None:
+            url = f"{url.rstrip('/')}/{SavepointStorage.new_name(checkpoint_id)}"
+        own = _absolute_url(self.url).rstrip("/") + "/"
+        return SavepointStorage(url, self.fs if url.startswith(own) else None)
+
+    def publish_job_control(self, description: dict) -> None:
+        """Say where the running job's control endpoint listens (:mod:`runtime.driver.job_control`)."""
+        self.store.write(posixpath.join(self.job_dir, JOB_CONTROL), json.dumps(description).encode())
+
+    def read_job_control(self) -> dict:
+        """What :meth:`publish_job_control` wrote; CheckpointNotFoundError when no job runs (or none did)."""
+        path = posixpath.join(self.job_dir, JOB_CONTROL)
+        try:
+            return json.loads(self.store.read(path))
+        except FileNotFoundError:
+            raise CheckpointNotFoundError(
+                f"No job of {self.job_dir} is running with checkpointing: {path} does not exist (a running job "
+                "writes it when it starts and removes it when it ends).") from None
+
+    def remove_job_control(self) -> None:
+        self.store.delete(posixpath.join(self.job_dir, JOB_CONTROL))
+
     # -- reading -------------------------------------------------------------------------------------
 
     def checkpoint_ids(self) -> list[CheckpointId]:
@@ -390,3 +433,93 @@ class CheckpointStorage:
         for group, payload in rows:
             if key_groups is None or group in key_groups:
                 yield group, payload.to_pybytes()
+
+
+class SavepointStorage(CheckpointStorage):
+    """One savepoint: a directory holding its ``_metadata`` and every state file it needs. It references
+    nothing outside itself (the final states of finished subtasks are copied in), so it can be moved or
+    copied, and it lies outside every job's checkpoint numbering, so retention never deletes it.
+
+    >>> savepoint = SavepointStorage("memory://doc-savepoints/savepoint-7-1a2b3c")
+    >>> savepoint.checkpoint_dir(7), savepoint.absolute(7, "count/0.arrow")
+    ('/doc-savepoints/savepoint-7-1a2b3c', '/doc-savepoints/savepoint-7-1a2b3c/count/0.arrow')
+    >>> SavepointStorage.new_name(7)  # doctest: +ELLIPSIS
+    'savepoint-7-...'
+    """
+
+    def __init__(self, url: str, filesystem=None):
+        url = _absolute_url(url).rstrip("/")
+        self.url = url
+        self.job_name = posixpath.basename(url)
+        fs, root = filesystem_for(url, "savepoint storage")
+        if filesystem is not None:
+            fs = filesystem
+        self.store = CheckpointStore(fs, url)
+        self.job_dir = root.rstrip("/")
+
+    @staticmethod
+    def new_name(checkpoint_id: CheckpointId) -> str:
+        return f"savepoint-{checkpoint_id}-{os.urandom(3).hex()}"
+
+    def checkpoint_dir(self, checkpoint_id: CheckpointId) -> str:
+        return self.job_dir
+
+    def checkpoint_url(self, checkpoint_id: CheckpointId) -> str:
+        return self.url
+
+    def absolute(self, checkpoint_id: CheckpointId, relative: str) -> str:
+        if relative.startswith(FINISHED_PREFIX):
+            raise CorruptCheckpointError(f"Savepoint {self.url} references {relative} outside itself: a savepoint "
+                                         "must hold every file it needs.")
+        return posixpath.join(self.job_dir, relative)
+
+    def checkpoint_ids(self) -> list[CheckpointId]:
+        try:
+            return [self.read().checkpoint_id]
+        except (CheckpointNotFoundError, CorruptCheckpointError):
+            return []
+
+    def read(self) -> CompletedCheckpoint:
+        """The savepoint's ``_metadata``."""
+        path = self.metadata_path(CheckpointId(0))
+        try:
+            data = self.store.read(path)
+        except FileNotFoundError:
+            raise CheckpointNotFoundError(f"{self.url} is not a savepoint: it has no {METADATA}.") from None
+        try:
+            return CompletedCheckpoint.from_metadata(json.loads(data))
+        except Exception as exc:
+            raise CorruptCheckpointError(f"Savepoint {self.url}: {path} is unreadable ({exc}).") from exc
+
+    def _load(self, checkpoint_id: CheckpointId) -> CompletedCheckpoint:
+        return self.read()
+
+    def validated(self) -> CompletedCheckpoint:
+        """The savepoint, if every file it names is present; CorruptCheckpointError otherwise."""
+        checkpoint = self.read()
+        problems = self.problems(checkpoint)
+        if problems:
+            raise CorruptCheckpointError(f"Savepoint {self.url} cannot be restored: {'; '.join(problems)}.")
+        return checkpoint
+
+    def usable_hint(self, exclude: CheckpointId | None = None) -> str:
+        return ""
+
+    def delete(self) -> None:
+        self.store.delete(self.job_dir)
+
+    def adopt(self, source: CheckpointStorage, checkpoint: CompletedCheckpoint) -> CompletedCheckpoint:
+        """``checkpoint`` with the final states it shares with ``source``'s checkpoints copied into this
+        savepoint, so that it references nothing outside it."""
+        operators = []
+        for op in checkpoint.operators:
+            handles = []
+            for handle in op.handles:
+                if handle.path.startswith(FINISHED_PREFIX):
+                    relative = self.state_file_name(handle.uid, handle.subtask)
+                    data = source.store.read(source.absolute(checkpoint.checkpoint_id, handle.path))
+                    self.store.write(self.absolute(checkpoint.checkpoint_id, relative), data)
+                    handle = replace(handle, path=relative)
+                handles.append(handle)
+            operators.append(replace(op, handles=tuple(handles)))
+        return replace(checkpoint, operators=tuple(operators))

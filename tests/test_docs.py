@@ -167,6 +167,8 @@ NOT_RUN_HERE = {
     "python3 -m venv .venv": "the setup commands: CI runs them on a fresh machine (.ci/run)",
     "spark-submit --master spark://host:7077": "needs a cluster; test_deployment runs spark-submit with --py-files "
                                                "on local[2]",
+    "chandy savepoint ": "needs a running job: test_savepoints runs it against one",
+    "chandy stop ": "needs a running job: test_savepoints runs it against one",
 }
 
 

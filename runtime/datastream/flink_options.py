@@ -104,6 +104,13 @@ def _checkpointing(env, config: Configuration) -> None:
     for key in ("state.checkpoints.dir", "execution.checkpointing.dir", "state.checkpoint-storage.dir"):
         if config.contains_key(key):
             checkpoints.set_checkpoint_storage(config.get_string(key))
+    for key in ("state.savepoints.dir", "execution.checkpointing.savepoint-dir"):
+        if config.contains_key(key):
+            checkpoints.set_default_savepoint_directory(config.get_string(key))
+    if config.contains_key("execution.savepoint.path"):
+        env._savepoint_path = config.get_string("execution.savepoint.path")
+    if config.contains_key("execution.savepoint.ignore-unclaimed-state"):
+        env._allow_non_restored_state = config.get_boolean("execution.savepoint.ignore-unclaimed-state", False)
 
 
 _HANDLED = {
@@ -119,7 +126,8 @@ _HANDLED = {
     "execution.checkpointing.max-concurrent-checkpoints", "execution.checkpointing.tolerable-failed-checkpoints",
     "state.checkpoints.num-retained", "execution.checkpointing.num-retained", "state.checkpoints.dir",
     "execution.checkpointing.dir", "state.checkpoint-storage.dir", "pipeline.auto-watermark-interval",
-    "execution.runtime-mode",
+    "execution.runtime-mode", "state.savepoints.dir", "execution.checkpointing.savepoint-dir",
+    "execution.savepoint.path", "execution.savepoint.ignore-unclaimed-state",
 }
 
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -31,7 +32,14 @@ from runtime.datastream.execution_mode import RuntimeExecutionMode
 from runtime.datastream.flink_options import apply_configuration
 from runtime.driver.coordinator import CheckpointCoordinator
 from runtime.driver.launcher import obtain_spark_session, require_slots
-from runtime.driver.restore_plan import RESTORE_CONF, RESTORE_ENV, RESTORE_JOB_ENV, check_compatible, resolve_restore
+from runtime.driver.restore_plan import (
+    ALLOW_NON_RESTORED_CONF,
+    RESTORE_CONF,
+    RESTORE_ENV,
+    RESTORE_JOB_ENV,
+    check_compatible,
+    resolve_restore,
+)
 from runtime.driver.result import JobClient, JobResult
 from runtime.driver.terminal import resume_hint, show_chandy_logs
 from runtime.errors import ApiUsageError, ConfigurationError, JobGraphError
@@ -114,6 +122,8 @@ class StreamExecutionEnvironment:
         self._execution_config = ExecutionConfig(self)
         self._runtime_mode = RuntimeExecutionMode.STREAMING
         self._executed: list[str] = []  # names of the jobs execute() launched; their transformations are consumed
+        self._savepoint_path: str | None = None  # Flink's execution.savepoint.path: what to restore
+        self._allow_non_restored_state: bool | None = None  # execution.savepoint.ignore-unclaimed-state
 
     @staticmethod
     def get_execution_environment(configuration=None) -> "StreamExecutionEnvironment":
@@ -207,6 +217,20 @@ class StreamExecutionEnvironment:
 
     def get_checkpoint_config(self) -> CheckpointConfig:
         return self._checkpoint_config
+
+    def set_default_savepoint_directory(self, url: str) -> "StreamExecutionEnvironment":
+        """Where savepoints go when ``trigger_savepoint()`` or ``stop_with_savepoint()`` names no path (Flink's
+        ``setDefaultSavepointDirectory``); see :meth:`CheckpointConfig.set_default_savepoint_directory`.
+
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.set_default_savepoint_directory("s3://bucket/savepoints").get_default_savepoint_directory()
+        's3://bucket/savepoints'
+        """
+        self._checkpoint_config.set_default_savepoint_directory(url)
+        return self
+
+    def get_default_savepoint_directory(self) -> str | None:
+        return self._checkpoint_config.get_default_savepoint_directory()
 
     def get_checkpoint_interval(self) -> float | None:
         return self._checkpoint_config.get_checkpoint_interval()
@@ -455,13 +479,19 @@ class StreamExecutionEnvironment:
                                  self._chaining, self._execution_config.get_global_job_parameters().to_dict(),
                                  self._execution_config.get_auto_watermark_interval(), self._batch())
 
-    def execute_async(self, job_name: str | None = None, restore_from: int | str | None = None) -> JobClient:
+    def execute_async(self, job_name: str | None = None, restore_from: int | str | None = None,
+                      allow_non_restored_state: bool | None = None) -> JobClient:
         """Launch the declared job and return at once with a :class:`JobClient`.
 
-        ``restore_from``: a checkpoint id of this job, ``"latest"``, or the path or URL of a ``chk-<n>``
-        directory (another job's too). Without it, the Spark conf ``spark.chandy.restoreFrom`` is used, else
-        the environment variable ``CHANDY_RESTORE_FROM`` (only for the job that ``CHANDY_RESTORE_JOB`` names,
-        when that is set): what Ctrl-C prints to resume a ``python job.py``.
+        ``restore_from``: a checkpoint id of this job, ``"latest"``, the path or URL of a ``chk-<n>``
+        directory (another job's too), or a savepoint's directory. Without it, Flink's key
+        ``execution.savepoint.path`` is used, else the Spark conf ``spark.chandy.restoreFrom``, else the
+        environment variable ``CHANDY_RESTORE_FROM`` (only for the job that ``CHANDY_RESTORE_JOB`` names, when
+        that is set): what Ctrl-C prints to resume a ``python job.py``.
+
+        ``allow_non_restored_state``: drop the state of operators the job no longer has (Flink's
+        ``--allowNonRestoredState``, key ``execution.savepoint.ignore-unclaimed-state``, Spark conf
+        ``spark.chandy.allowNonRestoredState``); without it such a restore fails naming their uids.
         """
         from runtime.driver.job import JobMaster
 
@@ -489,10 +519,16 @@ class StreamExecutionEnvironment:
         # Under spark-submit, the session carries spark.chandy.restoreFrom.
         spark = self._spark or obtain_spark_session(graph.slots)
         if restore_from is None and not batch:
-            restore_from = spark.conf.get(RESTORE_CONF, None)
+            restore_from = self._savepoint_path or spark.conf.get(RESTORE_CONF, None)
+        if allow_non_restored_state is None:
+            allow_non_restored_state = self._allow_non_restored_state
+        if allow_non_restored_state is None:
+            allow_non_restored_state = str(spark.conf.get(ALLOW_NON_RESTORED_CONF, "false")).lower() == "true"
         if restore_from is None and not batch and os.environ.get(RESTORE_JOB_ENV, job_name) == job_name:
             restore_from = os.environ.get(RESTORE_ENV)
         restore = resolve_restore(storage, restore_from) if restore_from not in (None, "") else None
+        if restore is not None and allow_non_restored_state:
+            restore = dataclasses.replace(restore, allow_non_restored_state=True)
         max_parallelism = self._max_parallelism
         if max_parallelism is None and restore is not None:
             max_parallelism = restore.checkpoint.max_parallelism  # the checkpoint's key groups, as Flink does
@@ -502,7 +538,7 @@ class StreamExecutionEnvironment:
                                                storage)
         graph = self._compile(job_name, max_parallelism, checkpointing)
         if restore is not None:
-            check_compatible(restore.checkpoint, graph)
+            check_compatible(restore.checkpoint, graph, restore.allow_non_restored_state)
         coordinator = CheckpointCoordinator(config, storage, graph) if checkpointing is not None else None
         require_slots(spark, graph.slots)
         self._transformations = []  # launched: the streams are consumed (an execute() that failed keeps them)
@@ -516,15 +552,17 @@ class StreamExecutionEnvironment:
         master.start()
         return JobClient(master)
 
-    def execute(self, job_name: str | None = None, restore_from: int | str | None = None) -> JobResult:
+    def execute(self, job_name: str | None = None, restore_from: int | str | None = None,
+                allow_non_restored_state: bool | None = None) -> JobResult:
         """Run the declared job to its end; returns a :class:`JobResult` or raises why it failed.
 
-        ``restore_from`` starts from a checkpoint instead of from scratch (see :meth:`execute_async`).
+        ``restore_from`` starts from a checkpoint or a savepoint instead of from scratch (see
+        :meth:`execute_async`, also for ``allow_non_restored_state``).
 
         Ctrl-C cancels the job, prints the newest completed checkpoint with the command that resumes from it,
         and exits with status 130 (in a REPL or notebook, the KeyboardInterrupt goes on to it instead).
         """
-        client = self.execute_async(job_name, restore_from)
+        client = self.execute_async(job_name, restore_from, allow_non_restored_state)
         try:
             return client.get_job_execution_result()
         except KeyboardInterrupt:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from runtime.ids import Attempt, SlotIndex
 from runtime.network.acceptor import Acceptor
-from runtime.protocol.messages import Addresses, CheckpointMessage, Message, Register, SlotFinished
+from runtime.protocol.messages import Addresses, Cancel, CheckpointMessage, Message, Register, SlotFinished
 from runtime.protocol.wire import ConnectionClosed, MessageSocket
 
 __all__ = ["ControlServer", "SlotDisconnected"]
@@ -44,6 +44,7 @@ class ControlServer:
         self._sockets: dict[int, MessageSocket] = {}
         self._finished: set[int] = set()
         self._rendezvous_done = False
+        self._cancel: Cancel | None = None  # once the attempt is cancelled: every slot that registers gets it
         self._lock = threading.Lock()
         self._acceptor = Acceptor(host, self._serve, "chandy-control-conn", backlog=max(16, slots * 2))
         self.address = self._acceptor.address
@@ -86,6 +87,13 @@ class ControlServer:
             self.registrations[message.slot] = message
             self._sockets[message.slot] = conn
             complete = len(self.registrations) == self.slots
+            cancel = self._cancel
+        if cancel is not None:  # a slot that starts after the cancel must not wait for the others
+            try:
+                conn.send(cancel)
+            except OSError:
+                pass
+            return
         log.debug("slot %d registered at %s:%d (pid %d)", message.slot, message.host, message.port, message.pid)
         if complete:
             addresses = tuple((self.registrations[s].host, self.registrations[s].port) for s in range(self.slots))
@@ -113,6 +121,13 @@ class ControlServer:
                 conn.send(message)
             except OSError:
                 pass  # that slot is gone already; its loss is reported by its serving thread
+
+    def cancel(self, message: Cancel) -> None:
+        """Tell every slot to stop, also those that register from now on (Spark starts them late, or not at
+        all, after cancelling the stage: a slot waiting for the others' addresses would wait for minutes)."""
+        with self._lock:
+            self._cancel = message
+        self.broadcast(message)
 
     def close(self) -> None:
         self._acceptor.close()

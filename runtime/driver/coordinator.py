@@ -24,7 +24,7 @@ checkpoint did not expect, have their state files discarded.
 ...     CheckpointStorage("memory://coordinator-doc", "job"), env.get_job_graph("job"), clock=lambda: now[0])
 >>> coordinator.start_attempt(0, Slots()); now[0] = 1.0; coordinator.tick()
 >>> Slots.sent
-[TriggerCheckpoint(attempt=0, checkpoint_id=1)]
+[TriggerCheckpoint(attempt=0, checkpoint_id=1, savepoint=None)]
 >>> for subtask in (0, 1):
 ...     coordinator.on_message(AcknowledgeCheckpoint(0, 1, chain=0, subtask=subtask))
 >>> Slots.sent[-1], coordinator.completed_checkpoints()
@@ -37,11 +37,11 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from runtime.checkpoint_config import CheckpointConfig
-from runtime.errors import JobFailedError, StorageUnreachableError
+from runtime.errors import JobFailedError, SavepointError, StorageUnreachableError
 from runtime.graph.job_graph import JobGraph
 from runtime.ids import Attempt, CheckpointId
 from runtime.protocol.checkpoints import (
@@ -60,17 +60,34 @@ from runtime.protocol.messages import (
     DeclineKind,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
+    StopSources,
     SubtaskFinished,
     TriggerCheckpoint,
 )
-from state_backends.storage import CheckpointStatus, CheckpointStorage
+from state_backends.storage import CheckpointStatus, CheckpointStorage, SavepointStorage
 
-__all__ = ["CheckpointCoordinator", "CoordinatorLoop"]
+__all__ = ["CheckpointCoordinator", "CoordinatorLoop", "SavepointRequest"]
 
 log = logging.getLogger(__name__)
 
 # Aborted checkpoints remembered so that their late acknowledgements are recognised (and their files removed).
 _ABORTED_REMEMBERED = 64
+
+
+@dataclass
+class SavepointRequest:
+    """A savepoint a user asked for. ``directory``: where its ``savepoint-<id>-<hex>`` directory goes.
+    ``drain``: None for a savepoint of a job that runs on; else the job stops with it (``stop_with_savepoint``),
+    draining its input or not. ``done(url, error)`` is called once, with the coordinator's lock held."""
+
+    directory: str
+    done: Callable[[str | None, BaseException | None], None]
+    drain: bool | None = None
+    url: str | None = None  # the stop's savepoint, once written (its job still has to commit and end)
+
+    @property
+    def stops(self) -> bool:
+        return self.drain is not None
 
 
 class CheckpointCoordinator:
@@ -94,6 +111,10 @@ class CheckpointCoordinator:
         self.last_completion_ms: float | None = None
         self.attempt: Attempt | None = None  # None: no attempt running, nothing is triggered
         self.control = None
+        self.savepoint_requests: list[SavepointRequest] = []  # waiting for their turn
+        self.savepoints: dict[CheckpointId, tuple[SavepointRequest, SavepointStorage]] = {}  # pending ones
+        self.aborted_savepoints: dict[CheckpointId, SavepointStorage] = {}  # their late acks' files go there
+        self.stop_request: SavepointRequest | None = None  # outlives restarts: the job stops in the next attempt
         self._reset_subtask_progress()
         self.source_subtasks = frozenset(SubtaskId(c.index, s) for c in graph.chains if c.operators and c.is_source
                                          for s in range(c.parallelism))
@@ -107,6 +128,7 @@ class CheckpointCoordinator:
         # Every subtask finished and the final checkpoint (their final states alone) is not committed yet: it
         # is retried each interval after a failed attempt, since the finished subtasks wait for it.
         self.final_checkpoint_due = False
+        self.stop_sent = False  # StopSources went to this attempt's slots
 
     def _now_ms(self) -> float:
         return self.clock() * 1000.0
@@ -138,6 +160,36 @@ class CheckpointCoordinator:
         with self._lock:
             return list(self.stats)
 
+    def request_savepoint(self, request: SavepointRequest) -> None:
+        """Take a savepoint (aligned, self-contained, in a directory of its own) as soon as no checkpoint is
+        pending, in this attempt or, during a restart, in the next; ``request.done`` says how it went. A stop
+        request makes the job's sources stop; the job's final checkpoint is then written as the savepoint too."""
+        with self._lock:
+            if request.stops:
+                if self.stop_request is not None:
+                    request.done(None, SavepointError(f"Job '{self.graph.job_name}' is already stopping with a "
+                                                      "savepoint."))
+                    return
+                self.stop_request = request
+            else:
+                self.savepoint_requests.append(request)
+
+    @property
+    def stop_sources(self) -> StopSources | None:
+        """What the next attempt's slots start with when the job is stopping (their sources read nothing)."""
+        with self._lock:
+            if self.stop_request is None:
+                return None
+            return StopSources(self.attempt if self.attempt is not None else 0, bool(self.stop_request.drain))
+
+    def give_up_requests(self, why: str) -> None:
+        """The job ended without taking them: every savepoint still asked for fails, saying ``why``."""
+        with self._lock:
+            waiting = self.savepoint_requests + ([self.stop_request] if self.stop_request is not None else [])
+            self.savepoint_requests, self.stop_request = [], None
+            for request in waiting:
+                request.done(None, SavepointError(f"No savepoint of job '{self.graph.job_name}' was taken: {why}."))
+
     def finish(self) -> None:
         """The job ended: remove directories of checkpoints that never completed (slots wrote them late)."""
         with self._lock:
@@ -162,6 +214,8 @@ class CheckpointCoordinator:
             waits = [self.config.interval_ms - (now - (self.last_trigger_ms or now))]
             for pending in self.pending.values():
                 waits.append(self.config.timeout_ms - (now - pending.triggered_ms))
+            if (self.savepoint_requests and not self.pending) or (self.stop_request and not self.stop_sent):
+                waits.append(50.0)  # the rendezvous is near: look again soon
             return max(0.001, min(waits) / 1000.0)
 
     def handle(self, message: CheckpointMessage | None) -> tuple[Attempt | None, JobFailedError | None]:
@@ -190,8 +244,16 @@ class CheckpointCoordinator:
         due = should_trigger(now, self.config.interval_ms, self.last_trigger_ms, self.last_completion_ms,
                              self.config.min_pause_ms, len(self.pending), self.config.max_concurrent,
                              all_subtasks_running=self.control.all_registered)
+        ready = self.control.all_registered
+        if self.stop_request is not None and not self.stop_sent and ready:
+            self.stop_sent = True
+            log.info("Job '%s' stops with a savepoint%s", self.graph.job_name,
+                     ", draining its input" if self.stop_request.drain else "")
+            self.control.broadcast(StopSources(self.attempt, bool(self.stop_request.drain)))
         if self.final_checkpoint_due and due:
             failure = self._commit_final_checkpoint(now) or failure
+        elif self.savepoint_requests and not self.pending and ready and self._can_trigger():
+            self._trigger(now, self.savepoint_requests.pop(0))
         elif due and self._can_trigger():
             self._trigger(now)
         return failure
@@ -251,23 +313,48 @@ class CheckpointCoordinator:
         for final in self.final_acks.values():
             pending.acknowledge(final)
         log.debug("final checkpoint %d of job '%s'", checkpoint_id, self.graph.job_name)
+        stop = self.stop_request
+        if stop is not None and stop.url is None:  # the stop's savepoint first: the job ends once it commits
+            try:
+                stop.url = self._write_savepoint(pending, stop.directory)
+            except Exception as exc:
+                del self.pending[checkpoint_id]
+                return self._fail(checkpoint_id, f"writing the savepoint failed: {type(exc).__name__}: {exc}")
         failure = self._commit(pending)
         if failure is None and checkpoint_id in self.completed_ids:
             self.final_checkpoint_due = False
+            if stop is not None:
+                self.stop_request = None
+                stop.done(stop.url, None)
         return failure
+
+    def _write_savepoint(self, pending: PendingCheckpoint, directory: str) -> str:
+        """Store ``pending`` (complete) as a savepoint in a new directory under ``directory``; its URL."""
+        target = self.storage.savepoint_storage(directory, pending.checkpoint_id)
+        checkpoint = replace(self._completed(pending), savepoint=True)
+        target.write_metadata(target.adopt(self.storage, checkpoint))
+        return target.url
 
     def _describe_subtasks(self, subtasks) -> str:
         return "; ".join(f"subtask {s.subtask} of {self.graph.chains[s.chain].describe()}" for s in subtasks)
 
-    def _trigger(self, now: float) -> None:
+    def _trigger(self, now: float, savepoint: SavepointRequest | None = None) -> None:
         checkpoint_id = self.next_id
         self.next_id = CheckpointId(self.next_id + 1)
-        self.last_trigger_ms = now
         pending = self.pending[checkpoint_id] = PendingCheckpoint(checkpoint_id, now, self.subtasks)
         for final in self.final_acks.values():  # finished subtasks are in it with their final state
             pending.acknowledge(final)
-        log.debug("triggering checkpoint %d", checkpoint_id)
-        self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id))
+        if savepoint is None:
+            self.last_trigger_ms = now
+            log.debug("triggering checkpoint %d", checkpoint_id)
+            self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id))
+            return
+        target = self.storage.savepoint_storage(savepoint.directory, checkpoint_id)
+        self.savepoints[checkpoint_id] = (savepoint, target)
+        log.info("Triggering savepoint %d of job '%s' into %s", checkpoint_id, self.graph.job_name, target.url)
+        self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id, target.url))
+        if pending.is_complete:  # every subtask had finished already
+            self._commit(pending)
 
     def _on_ack(self, message: AcknowledgeCheckpoint) -> JobFailedError | None:
         pending = self.pending.get(message.checkpoint_id) or self.aborted.get(message.checkpoint_id)
@@ -286,6 +373,13 @@ class CheckpointCoordinator:
     def _discard_state(self, message: AcknowledgeCheckpoint, result: AckResult) -> None:
         if message.checkpoint_id in self.completed_ids:  # never touch the files of a committed checkpoint
             return
+        savepoint = self.aborted_savepoints.get(message.checkpoint_id)
+        if savepoint is not None:  # written after the savepoint was given up: its directory goes
+            try:
+                savepoint.delete()
+            except Exception:
+                log.debug("could not delete aborted savepoint %s", savepoint.url, exc_info=True)
+            return
         log.debug("checkpoint %d: %s acknowledgement, discarding its %d state file(s)", message.checkpoint_id,
                   result.value, len(message.state))
         try:
@@ -303,15 +397,49 @@ class CheckpointCoordinator:
                 "checkpoint would fail the same way, so the job was not restarted.", retryable=False)
         return self._abort(message.checkpoint_id, reason, count_failure=message.kind is DeclineKind.FAILED)
 
-    def _commit(self, pending: PendingCheckpoint) -> JobFailedError | None:
+    def _completed(self, pending: PendingCheckpoint) -> CompletedCheckpoint:
+        stats = pending.stats(self._now_ms(), completed_at=round(self.wall_clock(), 3))
+        operators = [(node.uid, node.name, node.parallelism) for node in self.graph.operators]
+        return CompletedCheckpoint.from_acks(pending, self.graph.job_name, operators, self.graph.max_parallelism,
+                                             self.attempt, int(self.wall_clock() * 1000), stats)
+
+    def _commit_savepoint(self, pending: PendingCheckpoint) -> None:
+        """A savepoint completes: written in its own directory, never retained or deleted by the job, and not
+        notified (as in Flink: sinks commit with the next checkpoint; restores never fall back to it)."""
         checkpoint_id = pending.checkpoint_id
         del self.pending[checkpoint_id]
+        request, target = self.savepoints.pop(checkpoint_id)
+        checkpoint = replace(self._completed(pending), savepoint=True)
+        try:
+            target.write_metadata(target.adopt(self.storage, checkpoint))
+        except Exception as exc:
+            self._give_up_savepoint(checkpoint_id, request, target, f"writing it failed: {type(exc).__name__}: {exc}")
+            return
+        log.info("Savepoint %d of job '%s' stored at %s: %d bytes in %.0f ms", checkpoint_id, self.graph.job_name,
+                 target.url, checkpoint.bytes, checkpoint.stats.duration_ms)
+        request.done(target.url, None)
+
+    def _give_up_savepoint(self, checkpoint_id: CheckpointId, request: SavepointRequest, target: SavepointStorage,
+                           reason: str) -> None:
+        self.aborted_savepoints[checkpoint_id] = target
+        while len(self.aborted_savepoints) > _ABORTED_REMEMBERED:
+            del self.aborted_savepoints[min(self.aborted_savepoints)]
+        try:
+            target.delete()
+        except Exception:  # a directory without _metadata is no savepoint
+            log.debug("could not delete aborted savepoint %s", target.url, exc_info=True)
+        log.warning("Savepoint %d of job '%s' failed: %s", checkpoint_id, self.graph.job_name, reason)
+        request.done(None, SavepointError(f"Savepoint {checkpoint_id} of job '{self.graph.job_name}' failed: "
+                                          f"{reason}."))
+
+    def _commit(self, pending: PendingCheckpoint) -> JobFailedError | None:
+        checkpoint_id = pending.checkpoint_id
+        if checkpoint_id in self.savepoints:
+            return self._commit_savepoint(pending)
+        del self.pending[checkpoint_id]
         now = self._now_ms()
-        stats = pending.stats(now, completed_at=round(self.wall_clock(), 3))
-        operators = [(node.uid, node.name, node.parallelism) for node in self.graph.operators]
-        checkpoint = CompletedCheckpoint.from_acks(pending, self.graph.job_name, operators,
-                                                   self.graph.max_parallelism, self.attempt,
-                                                   int(self.wall_clock() * 1000), stats)
+        checkpoint = self._completed(pending)
+        stats = checkpoint.stats
         try:
             self.storage.write_metadata(checkpoint)
         except Exception as exc:  # the commit marker could not be written: this checkpoint failed
@@ -379,6 +507,14 @@ class CheckpointCoordinator:
         if pending is None:
             return None
         pending.discard()
+        if checkpoint_id in self.savepoints:  # a failed savepoint fails no job (Flink's too)
+            request, target = self.savepoints.pop(checkpoint_id)
+            self._give_up_savepoint(checkpoint_id, request, target, reason)
+            self.aborted[checkpoint_id] = pending
+            self._forget_old_aborts()
+            if self.control is not None and self.attempt is not None:
+                self.control.broadcast(NotifyCheckpointAborted(self.attempt, checkpoint_id))
+            return None
         self.aborted[checkpoint_id] = pending
         self._forget_old_aborts()
         # Expected aborts (the input ended mid-checkpoint) are not the user's concern; failures are.

@@ -27,8 +27,9 @@ import cloudpickle
 from operators.sinks import CollectSink
 from runtime.checkpoint_config import RestartStrategy
 from runtime.driver.control_server import ControlServer, SlotDisconnected
-from runtime.driver.coordinator import CheckpointCoordinator, CoordinatorLoop
+from runtime.driver.coordinator import CheckpointCoordinator, CoordinatorLoop, SavepointRequest
 from runtime.driver.failure_diagnosis import Diagnosis, FailureEvidence, decide_restart, diagnose
+from runtime.driver.job_control import JobControlServer
 from runtime.driver.launcher import BarrierStage, StageCompleted, StageFailed, require_slots
 from runtime.driver.lifecycle import JobLifecycle
 from runtime.driver.restore_plan import RestorePoint, newest_restorable, plan_restore
@@ -40,12 +41,13 @@ from runtime.errors import (
     JobCancelledError,
     JobFailedError,
     ProtocolError,
+    SavepointError,
     StorageUnreachableError,
 )
 from runtime.executor.entry import barrier_task
 from runtime.graph.job_graph import JobGraph
 from runtime.ids import Attempt
-from runtime.protocol.messages import Cancel, FailurePhase, SlotFailed
+from runtime.protocol.messages import Cancel, FailurePhase, SlotFailed, StopSources
 
 __all__ = ["JobMaster", "CancelRequested", "CheckpointFailure"]
 
@@ -113,6 +115,10 @@ class JobMaster:
     def status(self) -> JobStatus:
         return self.lifecycle.status
 
+    @property
+    def job_name(self) -> str:
+        return self.graph.job_name
+
     # -- the user's side -----------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -128,6 +134,14 @@ class JobMaster:
         log.info("Job '%s' (%s) starting: parallelism %d, %d slots, %s", graph.job_name, self.job_id[:8],
                  parallelism, graph.slots, checkpoints)
         log.debug("%s", graph.describe())
+        self.job_control = None
+        if self.coordinator is not None:  # chandy savepoint / stop / cancel find the job through its storage
+            self.job_control = JobControlServer(self, _driver_host(self.spark))
+            try:
+                self.coordinator.storage.publish_job_control(self.job_control.describe())
+            except Exception as exc:  # the job runs without it: only the CLI cannot reach it
+                log.warning("Job '%s': the chandy CLI will not find it (writing %s failed: %s)", graph.job_name,
+                            self.coordinator.storage.job_dir, exc)
         self._master = threading.Thread(target=self._run_master, name=f"chandy-master-{self.job_id[:8]}",
                                         daemon=True)
         self._master.start()
@@ -145,6 +159,40 @@ class JobMaster:
             checkpoint_id = self.initial_restore.checkpoint.checkpoint_id
             return checkpoint_id, self.initial_restore.storage.checkpoint_url(checkpoint_id)
         return None
+
+    def trigger_savepoint(self, path: str | None = None, timeout: float | None = None) -> str:
+        """Take a savepoint into a new directory under ``path`` (default: the job's ``savepoints`` directory
+        in its checkpoint storage) and return its URL; raises SavepointError when none could be taken."""
+        return self._savepoint(path, None, timeout)
+
+    def stop_with_savepoint(self, path: str | None = None, drain: bool = False, timeout: float | None = None) -> str:
+        """Stop the sources, take a final savepoint, let the sinks commit and end the job FINISHED; returns the
+        savepoint's URL once the job has ended."""
+        url = self._savepoint(path, bool(drain), timeout)
+        self.wait(timeout)
+        return url
+
+    def _savepoint(self, path: str | None, drain: bool | None, timeout: float | None) -> str:
+        what = "stop_with_savepoint()" if drain is not None else "trigger_savepoint()"
+        if self.coordinator is None:
+            raise SavepointError(f"{what}: job '{self.graph.job_name}' runs without checkpointing, and a savepoint is "
+                                 "a checkpoint taken by hand. Call env.enable_checkpointing(interval_ms) first.")
+        if self._done.is_set() or self.status.is_globally_terminal_state():
+            raise SavepointError(f"{what}: job '{self.graph.job_name}' is {self.status.value}: no savepoint can be "
+                                 "taken of a job that has ended.")
+        directory = path or self.coordinator.config.savepoint_directory or self.coordinator.storage.default_savepoint_url()
+        outcome: queue.Queue = queue.Queue(maxsize=1)
+        self.coordinator.request_savepoint(SavepointRequest(str(directory),
+                                                            lambda url, error: outcome.put((url, error)), drain))
+        if self.coordinator_loop is not None:
+            self.coordinator_loop.wake()
+        try:
+            url, error = outcome.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"{what}: no savepoint of job '{self.graph.job_name}' within {timeout} s") from None
+        if error is not None:
+            raise error
+        return url
 
     def wait(self, timeout: float | None = None) -> JobResult:
         if not self._done.wait(timeout):
@@ -171,7 +219,19 @@ class JobMaster:
         finally:
             if self.coordinator_loop is not None:
                 self.coordinator_loop.stop()
+            if self.coordinator is not None:
+                self.coordinator.give_up_requests(f"the job is {self.lifecycle.status.value}")
+            if self.job_control is not None:
+                self._close_job_control()
             self._done.set()
+
+    def _close_job_control(self) -> None:
+        try:
+            if self.coordinator.storage.read_job_control().get("token") == self.job_control.token:
+                self.coordinator.storage.remove_job_control()  # another run of the job may have replaced it
+        except Exception:  # a file left behind names an endpoint that no longer answers: the CLI says so
+            log.debug("could not remove the job-control file", exc_info=True)
+        self.job_control.close()
 
     def _run_attempts(self):
         restore = self.initial_restore
@@ -290,7 +350,8 @@ class JobMaster:
                          time.monotonic() - waited, graph.slots, self.attempt)
         restore_payload = None
         if restore is not None:
-            restore_payload = pickle.dumps((restore.storage, plan_restore(restore.checkpoint, graph)))
+            plan = plan_restore(restore.checkpoint, graph, restore.allow_non_restored_state)
+            restore_payload = pickle.dumps((restore.storage, plan))
             checkpoint = restore.checkpoint
             taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(checkpoint.timestamp_ms / 1000))
             log.info("Job '%s' attempt %d restores checkpoint %d of %s (taken %s at parallelism %d; now %d)",
@@ -302,7 +363,10 @@ class JobMaster:
         if self.coordinator is not None:
             self.coordinator.start_attempt(self.attempt, self.control)
             self.coordinator_loop.wake()
-        task = barrier_task(self._payload, self.control.address, self.attempt, restore_payload)
+        stop = self.coordinator.stop_sources if self.coordinator is not None else None
+        if stop is not None:
+            stop = StopSources(self.attempt, stop.drain)
+        task = barrier_task(self._payload, self.control.address, self.attempt, restore_payload, stop)
         self.stage = BarrierStage(self.spark, f"chandy-{self.job_id}-{self.attempt}",
                                   f"Chandy job '{graph.job_name}' attempt {self.attempt}", graph.slots, task,
                                   self.attempt, self.events)
@@ -366,7 +430,7 @@ class JobMaster:
     # -- endings --------------------------------------------------------------------------------------
 
     def _stop_everything(self, reason: str) -> None:
-        self.control.broadcast(Cancel(self.attempt, reason))  # first: the coordinator may wait on storage
+        self.control.cancel(Cancel(self.attempt, reason))  # first: the coordinator may wait on storage
         self.stage.cancel()
         if self.coordinator is not None:
             self.coordinator.end_attempt(reason)

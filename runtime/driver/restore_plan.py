@@ -34,12 +34,13 @@ from runtime.keys.key_groups import key_group_range
 from runtime.protocol.checkpoints import CompletedCheckpoint, RestoreSpec
 from state_backends.storage import CheckpointStatus, CheckpointStorage
 
-__all__ = ["RESTORE_CONF", "RESTORE_ENV", "RESTORE_JOB_ENV", "RestorePoint", "resolve_restore",
+__all__ = ["RESTORE_CONF", "ALLOW_NON_RESTORED_CONF", "RESTORE_ENV", "RESTORE_JOB_ENV", "RestorePoint", "resolve_restore",
            "newest_restorable", "check_compatible", "plan_restore"]
 
 log = logging.getLogger(__name__)
 
 RESTORE_CONF = "spark.chandy.restoreFrom"
+ALLOW_NON_RESTORED_CONF = "spark.chandy.allowNonRestoredState"
 RESTORE_ENV = "CHANDY_RESTORE_FROM"  # the same for a program started with python (the conf wins) ...
 RESTORE_JOB_ENV = "CHANDY_RESTORE_JOB"  # ... for the job of this name only, when set
 _CHK_PATH = re.compile(r"^(?P<parent>.*)/chk-(?P<id>\d+)/?(_metadata)?$")
@@ -52,6 +53,7 @@ class RestorePoint:
     storage: CheckpointStorage
     checkpoint: CompletedCheckpoint
     fallback: bool = False  # may an older checkpoint of the same storage replace it if it cannot be restored?
+    allow_non_restored_state: bool = False  # drop the state of operators the job no longer has
 
 
 def newest_restorable(storage: CheckpointStorage, below: CheckpointId | None = None,
@@ -78,7 +80,8 @@ def newest_restorable(storage: CheckpointStorage, below: CheckpointId | None = N
 
 
 def resolve_restore(storage: CheckpointStorage, restore_from) -> RestorePoint:
-    """The restore point ``restore_from`` names: a checkpoint id, ``"latest"``, or a ``chk-<n>`` path/URL."""
+    """The restore point ``restore_from`` names: a checkpoint id, ``"latest"``, a ``chk-<n>`` path/URL, or a
+    savepoint's directory."""
     if isinstance(restore_from, bool):
         raise ApiUsageError(f"restore_from must be a checkpoint id, 'latest' or a path, not {restore_from!r}")
     if isinstance(restore_from, int) or (isinstance(restore_from, str) and restore_from.strip().isdecimal()):
@@ -97,13 +100,20 @@ def resolve_restore(storage: CheckpointStorage, restore_from) -> RestorePoint:
         if match:
             other = CheckpointStorage.for_job_directory(match.group("parent"))
             return RestorePoint(other, other.validated_checkpoint(CheckpointId(int(match.group("id")))))
-        raise CorruptCheckpointError(f"restore_from={restore_from!r} is neither a checkpoint id, 'latest', nor the "
-                                     f"path of a chk-<n> directory. {storage.usable_hint()}")
+        savepoint = storage.savepoint_storage(re.sub(r"/_metadata$", "", text.rstrip("/")))
+        try:
+            return RestorePoint(savepoint, savepoint.validated())
+        except CheckpointNotFoundError:
+            pass
+        raise CorruptCheckpointError(f"restore_from={restore_from!r} is neither a checkpoint id, 'latest', the path "
+                                     f"of a chk-<n> directory, nor a savepoint (a directory with a _metadata file). "
+                                     f"{storage.usable_hint()}")
     raise ApiUsageError(f"restore_from must be a checkpoint id, 'latest' or a path, not {type(restore_from).__name__}")
 
 
-def check_compatible(checkpoint: CompletedCheckpoint, graph: JobGraph) -> None:
-    """Raise IncompatibleCheckpointError if ``checkpoint`` cannot be restored into ``graph``."""
+def check_compatible(checkpoint: CompletedCheckpoint, graph: JobGraph, allow_non_restored_state: bool = False) -> None:
+    """Raise IncompatibleCheckpointError if ``checkpoint`` cannot be restored into ``graph``. State of operators
+    ``graph`` no longer has is refused, unless ``allow_non_restored_state`` (then it is dropped, with a WARNING)."""
     checkpoint_id = checkpoint.checkpoint_id
     if checkpoint.max_parallelism != graph.max_parallelism:
         raise IncompatibleCheckpointError(
@@ -112,20 +122,27 @@ def check_compatible(checkpoint: CompletedCheckpoint, graph: JobGraph) -> None:
             f"(the checkpoint's value is then used) or set it to {checkpoint.max_parallelism}.")
     uids = {op.uid for op in graph.operators}
     orphaned = sorted((op for op in checkpoint.operators if op.handles and op.uid not in uids), key=lambda o: o.uid)
-    if orphaned:
+    what = "Savepoint" if checkpoint.savepoint else "Checkpoint"
+    named = ', '.join(f'uid {op.uid} ({op.name})' for op in orphaned)
+    if orphaned and allow_non_restored_state:
+        log.warning("%s %d has state for operators the job no longer has, dropped (allow_non_restored_state): %s",
+                    what, checkpoint_id, named)
+    elif orphaned:
         raise IncompatibleCheckpointError(
-            f"Checkpoint {checkpoint_id} has state for operators the job no longer has: "
-            f"{', '.join(f'uid {op.uid} ({op.name})' for op in orphaned)}. If you changed the job, give its "
-            "stateful operators the same .uid(...) as before (derived uids change when the graph changes).")
+            f"{what} {checkpoint_id} has state for operators the job no longer has: {named}. If you changed the job, "
+            "give its stateful operators the same .uid(...) as before (derived uids change when the graph "
+            "changes); if you removed them on purpose, pass allow_non_restored_state=True (Flink's "
+            "--allowNonRestoredState) to drop their state.")
 
 
-def plan_restore(checkpoint: CompletedCheckpoint, graph: JobGraph) -> dict[str, dict[SubtaskIndex, RestoreSpec]]:
+def plan_restore(checkpoint: CompletedCheckpoint, graph: JobGraph,
+                 allow_non_restored_state: bool = False) -> dict[str, dict[SubtaskIndex, RestoreSpec]]:
     """``{operator uid: {subtask: RestoreSpec}}`` for every operator with state in the checkpoint.
 
     Each subtask of the new job reads the files that hold key groups it owns (only those groups), and every
     file with operator state (it takes its share of the lists, see :mod:`runtime.executor.restore`).
     """
-    check_compatible(checkpoint, graph)
+    check_compatible(checkpoint, graph, allow_non_restored_state)
     plan: dict[str, dict[SubtaskIndex, RestoreSpec]] = {}
     for node in graph.operators:
         state = checkpoint.operator(node.uid)

@@ -92,6 +92,29 @@ class JobClient:
         """Stop the job: every slot and the Spark stage end; waits until they have."""
         self._run.cancel()
 
+    def trigger_savepoint(self, savepoint_directory: str | None = None, timeout: float | None = None) -> str:
+        """Take a savepoint now and return its directory's URL: aligned, self-contained (it can be moved),
+        never deleted by checkpoint retention, and restorable with ``execute(restore_from=<that URL>)``, also
+        at another parallelism. It goes into a new ``savepoint-<id>-<hex>`` directory under
+        ``savepoint_directory`` (default: ``env.set_default_savepoint_directory``, else the job's
+        ``savepoints`` directory in its checkpoint storage). Raises SavepointError when none was taken; the
+        job runs on either way."""
+        return self._run.trigger_savepoint(savepoint_directory, timeout)
+
+    def stop_with_savepoint(self, savepoint_directory: str | None = None, drain: bool = False,
+                            timeout: float | None = None) -> str:
+        """Stop the job with a final savepoint: sources read no more, in-flight records are processed, every
+        subtask's final state makes the savepoint, sinks commit, and the job ends FINISHED. Returns the
+        savepoint's URL once the job has ended. ``drain=True`` (Flink's ``--drain``,
+        ``advance_to_end_of_event_time``) ends the input as if it were exhausted: the final watermark fires
+        every timer and window; without it they stay in the savepoint for the restored job.
+
+        PyFlink's argument order ``stop_with_savepoint(advance_to_end_of_event_time, savepoint_directory)``
+        works too (a bool first)."""
+        if isinstance(savepoint_directory, bool):  # PyFlink: (advance_to_end_of_event_time, savepoint_directory)
+            savepoint_directory, drain = (drain if isinstance(drain, str) else None), savepoint_directory
+        return self._run.stop_with_savepoint(savepoint_directory, drain, timeout)
+
     def get_job_execution_result(self, timeout: float | None = None) -> JobResult:
         """Wait for the job to end; returns its result or raises why it failed or was cancelled."""
         return self._run.wait(timeout)

@@ -54,12 +54,15 @@ class BarrierAligner:
         self.ended: set[int] = set()
         self.started = 0.0
         self.alignment_ms = 0.0
+        self.savepoint: str | None = None  # of the current (or the last completed) checkpoint, if it is one
 
-    def on_barrier(self, channel: int, checkpoint_id: int) -> Alignment:
+    def on_barrier(self, channel: int, checkpoint_id: int, savepoint: str | None = None) -> Alignment:
+        """``savepoint``: the barrier's savepoint directory; a savepoint is aligned even in AT_LEAST_ONCE mode."""
         if checkpoint_id <= self.last_completed or (self.current is not None and checkpoint_id < self.current):
             return Alignment.IGNORE
         if self.current != checkpoint_id:  # a newer checkpoint supersedes one still aligning
             self.current = checkpoint_id
+            self.savepoint = savepoint
             self.seen = set()
             self.started = self.clock()
         self.seen.add(channel)
@@ -79,4 +82,5 @@ class BarrierAligner:
         return Alignment.COMPLETE
 
     def should_block(self, channel: int) -> bool:
-        return self.exactly_once and self.current is not None and channel in self.seen
+        return ((self.exactly_once or self.savepoint is not None) and self.current is not None
+                and channel in self.seen)

@@ -14,7 +14,7 @@ import cloudpickle
 
 from runtime.executor.slot import SlotRunner, report_before_registering
 from runtime.ids import Attempt, SlotIndex, SubtaskIndex
-from runtime.protocol.messages import FailurePhase, SlotFailed
+from runtime.protocol.messages import FailurePhase, SlotFailed, StopSources
 
 __all__ = ["barrier_task"]
 
@@ -34,8 +34,9 @@ def _report_unloadable_job(coordinator: tuple[str, int], attempt: Attempt, slot:
 
 
 def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: Attempt,
-                 restore_payload: bytes | None = None):
-    """The function Spark runs in every barrier task: ``rdd.barrier().mapPartitions(barrier_task(...))``."""
+                 restore_payload: bytes | None = None, stop_sources: StopSources | None = None):
+    """The function Spark runs in every barrier task: ``rdd.barrier().mapPartitions(barrier_task(...))``.
+    ``stop_sources``: the job is stopping with a savepoint, so its sources read nothing in this attempt."""
 
     def run(_partition):
         from pyspark import BarrierTaskContext
@@ -49,7 +50,7 @@ def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: Attempt,
         except Exception as exc:
             _report_unloadable_job(coordinator, attempt, slot, exc)
             raise
-        results = SlotRunner(graph, coordinator, attempt, slot, host, restore, restore_storage).run()
+        results = SlotRunner(graph, coordinator, attempt, slot, host, restore, restore_storage, stop_sources).run()
         yield cloudpickle.dumps(results)
 
     return run

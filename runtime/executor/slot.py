@@ -45,6 +45,7 @@ from runtime.protocol.messages import (
     Register,
     SlotFailed,
     SlotFinished,
+    StopSources,
     TriggerCheckpoint,
 )
 from runtime.protocol.wire import ConnectionClosed, MessageSocket
@@ -62,8 +63,12 @@ class SlotRunner:
     """Everything one barrier task runs; see the module docstring."""
 
     def __init__(self, graph: JobGraph, coordinator: tuple[str, int], attempt: Attempt, slot: SlotIndex, host: str,
-                 restore: dict[str, dict[SubtaskIndex, RestoreSpec]] | None = None, restore_storage=None):
+                 restore: dict[str, dict[SubtaskIndex, RestoreSpec]] | None = None, restore_storage=None,
+                 stop_sources: StopSources | None = None):
         self.graph = graph
+        # Set once the job stops with a savepoint (stop_with_savepoint): source subtasks read no more. Given at
+        # the start of an attempt that follows such a request, so that they read nothing at all.
+        self.stop_sources = stop_sources
         self.restore = restore or {}
         self.restore_storage = restore_storage
         self.snapshotter: Snapshotter | None = None
@@ -176,8 +181,10 @@ class SlotRunner:
                         if runner.status is SubtaskStatus.FINISHED:
                             continue  # its final state (SubtaskFinished) stands in for it in every checkpoint
                         else:
-                            runner.triggers.append(message.checkpoint_id)
+                            runner.triggers.append((message.checkpoint_id, 0.0, message.savepoint))
                             runner.wakeup.set()
+                elif isinstance(message, StopSources):
+                    self.stop_sources = message
                 elif isinstance(message, NotifyCheckpointAborted):
                     if self.snapshotter is not None:
                         self.snapshotter.abort(message.checkpoint_id)

@@ -30,7 +30,7 @@ from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP
 from runtime.protocol.messages import AcknowledgeCheckpoint, DeclineCheckpoint, DeclineKind, SubtaskFinished
 from state_backends.base import KeyedSnapshot
 from state_backends.pickling import pickle_state
-from state_backends.storage import CheckpointStorage
+from state_backends.storage import CheckpointStorage, SavepointStorage
 
 __all__ = ["OperatorSnapshot", "SubtaskSnapshot", "Snapshotter"]
 
@@ -59,6 +59,7 @@ class SubtaskSnapshot:
     started: float
     chain_description: str = ""  # how messages name the chain (its operators and uids)
     final: str | None = None  # the subtask finished: its final state, under this token (sent with SubtaskFinished)
+    savepoint: str | None = None  # the directory of the savepoint this checkpoint is, if it is one
 
     def describe(self) -> str:
         return f"subtask {self.subtask} of {self.chain_description or f'chain {self.chain}'}"
@@ -86,6 +87,7 @@ class Snapshotter:
         # Checkpoint ids the coordinator aborted: added by the control thread, read here between key groups
         # (a set's add and membership test are atomic under the GIL).
         self._aborted: set[CheckpointId] = set()
+        self._savepoints: dict[str, SavepointStorage] = {}  # by directory: where savepoints' files go
         self.thread = threading.Thread(target=self._run, name="chandy-snapshotter", daemon=True)
         self.thread.start()
 
@@ -146,9 +148,18 @@ class Snapshotter:
                 raise CheckpointAbortedError(checkpoint_id)
             yield row
 
+    def _storage_for(self, snapshot: SubtaskSnapshot) -> CheckpointStorage:
+        if snapshot.savepoint is None:
+            return self.storage
+        storage = self._savepoints.get(snapshot.savepoint)
+        if storage is None:
+            storage = self._savepoints[snapshot.savepoint] = self.storage.savepoint_storage(snapshot.savepoint)
+        return storage
+
     def _store(self, snapshot: SubtaskSnapshot) -> AcknowledgeCheckpoint | SubtaskFinished:
         handles = []
         positions = {}
+        storage = self._storage_for(snapshot)
         for operator in snapshot.operators:
             try:
                 rows: list = []
@@ -156,7 +167,7 @@ class Snapshotter:
                     rows.append((OPERATOR_STATE_GROUP, _pickle_operator_state(operator.operator_state)))
                 if operator.keyed is not None or rows:  # keyed groups stream straight into the file
                     keyed = operator.keyed.serialized() if operator.keyed is not None else ()
-                    handles.append(self.storage.write_state_file(
+                    handles.append(storage.write_state_file(
                         snapshot.checkpoint_id, operator.uid, snapshot.subtask,
                         self._unless_aborted(snapshot.checkpoint_id, itertools.chain(rows, keyed)),
                         **({"finished": snapshot.final} if snapshot.final is not None else {})))

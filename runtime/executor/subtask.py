@@ -33,6 +33,7 @@ from runtime.network.channels import Cancelled, InputGate
 from runtime.network.record_writer import RecordWriter
 from runtime.protocol.events import (
     END_OF_INPUT,
+    END_OF_INPUT_STOPPED,
     MAX_WATERMARK,
     CheckpointBarrier,
     EndOfInput,
@@ -87,6 +88,9 @@ class SubtaskRunner:
         self.wakeup = threading.Event()  # set by the control thread with each of those (and on cancel)
         self.status = SubtaskStatus.RUNNING
         self.last_checkpoint_id = CheckpointId(0)  # the newest checkpoint this subtask took its state for
+        # The job stops with a savepoint without draining (stop_with_savepoint): this subtask's input stopped
+        # rather than ended, so its operators are not finished and no end-of-input watermark fires timers.
+        self.stopping = False
         checkpointing = slot.graph.checkpointing
         self.aligner = None
         if gate is not None and checkpointing is not None:
@@ -157,17 +161,20 @@ class SubtaskRunner:
             self._run_source()
         else:
             self._run_consumer()
-        for index in range(len(self.operators)):
-            leftover = self._call(index, "finish")
-            if leftover:
-                self._push(leftover, index + 1)
+        if not self.stopping:
+            for index in range(len(self.operators)):
+                leftover = self._call(index, "finish")
+                if leftover:
+                    self._push(leftover, index + 1)
         self.writer.flush()
-        self.writer.broadcast_event(END_OF_INPUT)
+        self.writer.broadcast_event(END_OF_INPUT_STOPPED if self.stopping else END_OF_INPUT)
         self.writer.close()
         if self.slot.snapshotter is not None:
             # Checkpoints go on after this subtask finished, each holding this final state (Flink's FLIP-147):
-            # the snapshotter stores it, then sends SubtaskFinished with its files.
-            self.slot.snapshotter.submit(self._snapshot(CheckpointId(0), 0.0, final=uuid.uuid4().hex[:16]))
+            # the snapshotter stores it, then sends SubtaskFinished with its files. Its id is the first
+            # checkpoint that can include it (a sink pre-commits there what a stopped input left open).
+            final = self._snapshot(CheckpointId(self.last_checkpoint_id + 1), 0.0, final=uuid.uuid4().hex[:16])
+            self.slot.snapshotter.submit(final)
             self.status = SubtaskStatus.FINISHED
             self._await_checkpoint_with_final_state()
         else:
@@ -205,9 +212,16 @@ class SubtaskRunner:
         interval = self.watermark_interval
         next_watermarks = time.monotonic() + interval if interval is not None else float("inf")
         timer_operators = self.timer_operators
+        slot = self.slot
         while not stopped.is_set():
+            if slot.stop_sources is not None:  # stop_with_savepoint: this source reads no more
+                if slot.stop_sources.drain:  # as at the end of its input: every timer fires
+                    self._advance_watermark(MAX_WATERMARK, 1)
+                else:
+                    self.stopping = True
+                return
             if triggers:
-                self._checkpoint(triggers.popleft(), 0.0)
+                self._checkpoint(*triggers.popleft())
             if notifications:
                 self._notify(notifications.popleft())
             started = time.monotonic()
@@ -272,8 +286,8 @@ class SubtaskRunner:
                         self._advance_watermark(advanced, 0)
                     self._forward_idleness()
                 elif kind is CheckpointBarrier:
-                    self._on_alignment(aligner.on_barrier(channel, payload.checkpoint_id), channel,
-                                       payload.checkpoint_id)
+                    self._on_alignment(aligner.on_barrier(channel, payload.checkpoint_id, payload.savepoint),
+                                       channel, payload.checkpoint_id)
                 elif kind is WatermarkStatus:
                     if payload.idle:
                         advanced = watermarks.on_idle(channel)
@@ -287,9 +301,12 @@ class SubtaskRunner:
                     if aligner is not None:
                         pending = aligner.current
                         self._on_alignment(aligner.on_end_of_input(channel), channel, pending)
-                    advanced = watermarks.on_end_of_input(channel)
-                    if advanced is not None:
-                        self._advance_watermark(advanced, 0)
+                    if payload.stopped:  # its watermark holds: a stopped input has not ended
+                        self.stopping = True
+                    else:
+                        advanced = watermarks.on_end_of_input(channel)
+                        if advanced is not None:
+                            self._advance_watermark(advanced, 0)
             now = time.monotonic()
             if now >= next_watermarks:
                 self._periodic_watermarks(now)
@@ -352,16 +369,18 @@ class SubtaskRunner:
             if self.aligner.should_block(channel):
                 self.gate.block(channel)
         elif decision is Alignment.COMPLETE:
-            self._checkpoint(checkpoint_id, self.aligner.alignment_ms)
+            self._checkpoint(checkpoint_id, self.aligner.alignment_ms, self.aligner.savepoint)
             self.gate.unblock_all()
 
-    def _checkpoint(self, checkpoint_id: CheckpointId, alignment_ms: float) -> None:
-        """The synchronous part: flush, freeze every operator's state, forward the barrier."""
+    def _checkpoint(self, checkpoint_id: CheckpointId, alignment_ms: float, savepoint: str | None = None) -> None:
+        """The synchronous part: flush, freeze every operator's state, forward the barrier. ``savepoint``: the
+        directory of the savepoint this checkpoint is."""
         self.last_checkpoint_id = checkpoint_id
         self.writer.flush()
         with gc_paused():
             snapshot = self._snapshot(checkpoint_id, alignment_ms)
-            self.writer.broadcast_event(CheckpointBarrier(checkpoint_id))
+            snapshot.savepoint = savepoint
+            self.writer.broadcast_event(CheckpointBarrier(checkpoint_id, savepoint))
         self.slot.snapshotter.submit(snapshot)
 
     def _snapshot(self, checkpoint_id: CheckpointId, alignment_ms: float, final: str | None = None) -> SubtaskSnapshot:

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from runtime.network.acceptor import Acceptor
 from runtime.network.codec import RecordCodec
-from runtime.protocol.events import END_OF_INPUT, Event, event_from_metadata
+from runtime.protocol.events import EndOfInput, Event, event_from_metadata
 
 __all__ = [
     "ChannelId",
@@ -266,7 +266,7 @@ class DataServer:
                     raise ConnectionError("stream ended without end-of-input") from None
                 event = event_from_metadata(metadata)
                 gate.put(index, event if event is not None else codec.decode(batch))
-                if event is END_OF_INPUT:
+                if type(event) is EndOfInput:
                     break
                 send_credit()
         except Cancelled:

@@ -251,6 +251,7 @@ class CompletedCheckpoint:
     max_parallelism: int
     operators: tuple[OperatorState, ...]
     stats: CheckpointStats | None = None
+    savepoint: bool = False  # taken by hand (trigger_savepoint, stop_with_savepoint), in a directory of its own
 
     def operator(self, uid: str) -> OperatorState | None:
         return next((op for op in self.operators if op.uid == uid), None)
@@ -285,6 +286,7 @@ class CompletedCheckpoint:
         """The JSON-able content of ``_metadata``."""
         return {
             "format": METADATA_FORMAT,
+            "type": "savepoint" if self.savepoint else "checkpoint",
             "checkpoint_id": self.checkpoint_id,
             "job_name": self.job_name,
             "timestamp_ms": self.timestamp_ms,
@@ -315,7 +317,7 @@ class CompletedCheckpoint:
         return cls(CheckpointId(int(data["checkpoint_id"])), str(data.get("job_name", "")),
                    int(data.get("timestamp_ms", 0)), int(data.get("attempt", 0)), int(parallelism),
                    int(data["max_parallelism"]), operators,
-                   CheckpointStats.from_metadata(stats) if stats else None)
+                   CheckpointStats.from_metadata(stats) if stats else None, data.get("type") == "savepoint")
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,14 @@ On a remote channel an event is a zero-row Arrow batch whose custom metadata say
 channel it is the object itself: end of input, checkpoint barriers and watermarks.
 
 >>> event_from_metadata(CheckpointBarrier(7).to_metadata())
-CheckpointBarrier(checkpoint_id=7)
+CheckpointBarrier(checkpoint_id=7, savepoint=None)
 >>> event_from_metadata(Watermark(1_700_000_000_123).to_metadata())
 Watermark(timestamp=1700000000123)
+>>> event_from_metadata(CheckpointBarrier(8, savepoint="s3://b/savepoint-8-1a2b3c").to_metadata()).savepoint
+'s3://b/savepoint-8-1a2b3c'
 >>> event_from_metadata(END_OF_INPUT.to_metadata()) is END_OF_INPUT
+True
+>>> event_from_metadata(END_OF_INPUT_STOPPED.to_metadata()).stopped
 True
 >>> event_from_metadata(WatermarkStatus.IDLE.to_metadata()) is WatermarkStatus.IDLE
 True
@@ -19,12 +23,13 @@ from dataclasses import dataclass
 
 from runtime.errors import ProtocolError
 
-__all__ = ["Event", "EndOfInput", "END_OF_INPUT", "CheckpointBarrier", "Watermark", "MAX_WATERMARK",
+__all__ = ["Event", "EndOfInput", "END_OF_INPUT", "END_OF_INPUT_STOPPED", "CheckpointBarrier", "Watermark", "MAX_WATERMARK",
            "MIN_WATERMARK", "WatermarkStatus", "event_from_metadata"]
 
 _EVENT_KEY = b"chandy.event"
 _CHECKPOINT_KEY = b"chandy.checkpoint"
 _TIMESTAMP_KEY = b"chandy.timestamp"
+_SAVEPOINT_KEY = b"chandy.savepoint"
 
 MAX_WATERMARK = (1 << 63) - 1  # Flink's Long.MAX_VALUE: the end of a bounded input; every timer fires
 MIN_WATERMARK = -(1 << 63)  # no watermark yet
@@ -39,23 +44,33 @@ class Event:
 
 @dataclass(frozen=True)
 class EndOfInput(Event):
-    """The producer will send nothing more on this channel."""
+    """The producer will send nothing more on this channel. ``stopped``: not because its input ended but
+    because the job stops with a savepoint without draining: the channel's watermark stays where it was (no
+    timer fires for the end), and its consumer does not finish its operators either."""
+
+    stopped: bool = False
 
     def to_metadata(self) -> dict[bytes, bytes]:
-        return {_EVENT_KEY: b"end"}
+        return {_EVENT_KEY: b"stopped" if self.stopped else b"end"}
 
 
 END_OF_INPUT = EndOfInput()
+END_OF_INPUT_STOPPED = EndOfInput(stopped=True)
 
 
 @dataclass(frozen=True)
 class CheckpointBarrier(Event):
-    """Everything before it on this channel belongs to checkpoint ``checkpoint_id``; nothing after it does."""
+    """Everything before it on this channel belongs to checkpoint ``checkpoint_id``; nothing after it does.
+    ``savepoint``: the checkpoint is a savepoint, stored in that directory, and always aligned."""
 
     checkpoint_id: int
+    savepoint: str | None = None
 
     def to_metadata(self) -> dict[bytes, bytes]:
-        return {_EVENT_KEY: b"barrier", _CHECKPOINT_KEY: str(self.checkpoint_id).encode()}
+        metadata = {_EVENT_KEY: b"barrier", _CHECKPOINT_KEY: str(self.checkpoint_id).encode()}
+        if self.savepoint is not None:
+            metadata[_SAVEPOINT_KEY] = self.savepoint.encode()
+        return metadata
 
 
 @dataclass(frozen=True)
@@ -91,7 +106,10 @@ def event_from_metadata(metadata) -> Event | None:
     if kind == b"end":
         return END_OF_INPUT
     if kind == b"barrier":
-        return CheckpointBarrier(int(metadata[_CHECKPOINT_KEY]))
+        savepoint = metadata.get(_SAVEPOINT_KEY)
+        return CheckpointBarrier(int(metadata[_CHECKPOINT_KEY]), savepoint.decode() if savepoint else None)
+    if kind == b"stopped":
+        return END_OF_INPUT_STOPPED
     if kind == b"watermark":
         return Watermark(int(metadata[_TIMESTAMP_KEY]))
     if kind == b"idle":

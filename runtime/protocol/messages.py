@@ -6,7 +6,7 @@ slow slot of a cancelled attempt can never confuse a newer one. Messages about c
 everything else a slot says goes to the job master.
 
 >>> TriggerCheckpoint(attempt=0, checkpoint_id=3)
-TriggerCheckpoint(attempt=0, checkpoint_id=3)
+TriggerCheckpoint(attempt=0, checkpoint_id=3, savepoint=None)
 >>> isinstance(DeclineCheckpoint(0, 3, 1, 0, "disk full", DeclineKind.FAILED), CheckpointMessage)
 True
 """
@@ -29,6 +29,7 @@ __all__ = [
     "CheckpointMessage",
     "SubtaskFinished",
     "TriggerCheckpoint",
+    "StopSources",
     "AcknowledgeCheckpoint",
     "DeclineKind",
     "DeclineCheckpoint",
@@ -128,9 +129,21 @@ class SubtaskFinished(CheckpointMessage):
 
 @dataclass(frozen=True)
 class TriggerCheckpoint(CheckpointMessage):
-    """Coordinator -> slots: sources, record your position and emit barrier ``checkpoint_id``."""
+    """Coordinator -> slots: sources, record your position and emit barrier ``checkpoint_id``. ``savepoint``:
+    it is a savepoint, whose files go to that directory."""
 
     checkpoint_id: CheckpointId
+    savepoint: str | None = None
+
+
+@dataclass(frozen=True)
+class StopSources(CheckpointMessage):
+    """Coordinator -> slots: the job stops with a savepoint (``stop_with_savepoint``). Source subtasks read no
+    more and finish; every subtask stores its final state, and the job's final checkpoint, made of them, is
+    the savepoint. ``drain``: as at the end of input (the final watermark fires every timer, operators
+    finish); otherwise the input only stops, and the state keeps everything pending for a restore."""
+
+    drain: bool = False
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,14 @@
     chandy checkpoints DIR                               completed checkpoints of the job directory DIR
     chandy checkpoints STORAGE                           the jobs in a checkpoint storage, and their checkpoints
     chandy checkpoint DIR ID|latest                      one checkpoint: operators, files, key groups, offsets
+    chandy savepoint DIR [--path P]                      take a savepoint of the job running with DIR
+    chandy stop DIR [--path P] [--drain]                 stop that job with a savepoint
 
 DIR is the job's directory, ``<checkpoint storage>/<job name>`` (the job name as a folder name, see
-:func:`~state_backends.storage.job_directory_name`), as a path or any fsspec URL. Errors go to stderr, with
-exit code 2; a directory that does not exist is one:
+:func:`~state_backends.storage.job_directory_name`), as a path or any fsspec URL. A running job says there
+where its driver listens (:mod:`runtime.driver.job_control`); ``savepoint`` and ``stop`` print the savepoint's
+URL, which ``restore_from`` takes. Errors go to stderr, with exit code 2; a directory that does not exist is
+one:
 
 >>> import contextlib, sys
 >>> with contextlib.redirect_stderr(sys.stdout):
@@ -42,6 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     showing = commands.add_parser("checkpoint", help="show one checkpoint")
     showing.add_argument("directory")
     showing.add_argument("checkpoint_id", help="a checkpoint id, or 'latest' for the newest restorable one")
+    saving = commands.add_parser("savepoint", help="take a savepoint of the job running with this job directory")
+    saving.add_argument("directory")
+    saving.add_argument("--path", help="directory to put the savepoint under (default: the job's default)")
+    stopping = commands.add_parser("stop", help="stop the job running with this job directory with a savepoint")
+    stopping.add_argument("directory")
+    stopping.add_argument("--path", help="directory to put the savepoint under (default: the job's default)")
+    stopping.add_argument("--drain", action="store_true",
+                          help="end the input as if exhausted: the final watermark fires every timer and window")
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
         from runtime.tools.demo import main as demo
@@ -63,6 +75,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(list_checkpoints(args.directory))
             else:
                 print(describe_checkpoint(args.directory, args.checkpoint_id))
+        except ChandyError as exc:
+            print(f"chandy: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.command in ("savepoint", "stop"):
+        from runtime.errors import ChandyError
+        from runtime.tools.job_commands import control_job
+
+        try:
+            print(control_job(args.directory, args.command, path=args.path, drain=getattr(args, "drain", False)))
         except ChandyError as exc:
             print(f"chandy: {exc}", file=sys.stderr)
             return 2

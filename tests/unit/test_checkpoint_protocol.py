@@ -327,3 +327,67 @@ def test_final_states_no_checkpoint_references_are_deleted_between_attempts_and_
     storage.delete_checkpoint(1)
     coordinator.finish()
     assert storage.final_state_tokens() == []
+
+
+def savepoint_request(directory, drain=None):
+    from runtime.driver.coordinator import SavepointRequest
+
+    outcomes = []
+    return SavepointRequest(str(directory), lambda url, error: outcomes.append((url, error)), drain), outcomes
+
+
+def test_a_savepoint_is_stored_apart_never_notified_nor_retained_and_restorable(tmp_path):
+    import json
+    import os
+
+    from state_backends.storage import SavepointStorage
+
+    coordinator, control, clock = make_source_coordinator(tmp_path / "ck", parallelism=2)
+    coordinator.on_message(SubtaskFinished(0, 0, 1, (final_state(coordinator.storage, 1),), {}))
+    request, outcomes = savepoint_request(tmp_path / "sp")
+    coordinator.request_savepoint(request)
+    coordinator.tick()
+    (trigger,) = control.sent
+    assert trigger.checkpoint_id == 1 and trigger.savepoint.startswith(f"file://{tmp_path}/sp/savepoint-1-")
+    target = SavepointStorage(trigger.savepoint)
+    handle = target.write_state_file(1, "numbers", 0, [(OPERATOR_STATE_GROUP, b"at 5")])
+    coordinator.on_message(AcknowledgeCheckpoint(0, 1, 0, 0, (handle,), 0.1, 1.0, 0.0, {}))
+    assert outcomes == [(trigger.savepoint, None)]
+    assert coordinator.completed_checkpoints() == [] and control.sent == [trigger], "no notification, not retained"
+    savepoint = target.validated()
+    assert savepoint.savepoint and sorted(h.path for h in savepoint.state_handles) == ["numbers/0.arrow",
+                                                                                      "numbers/1.arrow"]
+    assert list(target.read_state_rows(1, savepoint.operator("numbers").handles[1])) == [
+        (OPERATOR_STATE_GROUP, b"done")], "the finished subtask's final state was copied into the savepoint"
+    assert json.load(open(os.path.join(target.job_dir, "_metadata")))["type"] == "savepoint"
+
+
+def test_a_declined_savepoint_fails_alone_and_its_directory_goes(tmp_path):
+    import os
+
+    coordinator, control, clock = make_source_coordinator(tmp_path / "ck", parallelism=1)
+    request, outcomes = savepoint_request(tmp_path / "sp")
+    coordinator.request_savepoint(request)
+    coordinator.tick()
+    directory = control.sent[0].savepoint[len("file://"):]
+    os.makedirs(directory)
+    assert coordinator.on_message(DeclineCheckpoint(0, 1, 0, 0, "disk full")) is None, "no job fails for it"
+    (url, error), = outcomes
+    assert url is None and "Savepoint 1" in str(error) and "disk full" in str(error)
+    assert not os.path.exists(directory) and coordinator.consecutive_failures == 0
+
+
+def test_stopping_sends_stop_sources_and_the_final_checkpoint_is_also_the_savepoint(tmp_path):
+    from runtime.protocol.messages import StopSources
+    from state_backends.storage import SavepointStorage
+
+    coordinator, control, clock = make_source_coordinator(tmp_path / "ck", parallelism=1)
+    request, outcomes = savepoint_request(tmp_path / "sp", drain=False)
+    coordinator.request_savepoint(request)
+    coordinator.tick()
+    assert control.sent == [StopSources(0, drain=False)] and coordinator.stop_sources == StopSources(0, False)
+    coordinator.on_message(SubtaskFinished(0, 0, 0, (final_state(coordinator.storage, 0),), {}))
+    assert coordinator.completed_checkpoints() == [1] and control.sent[-1] == NotifyCheckpointComplete(0, 1)
+    (url, error), = outcomes
+    assert error is None and SavepointStorage(url).validated().operator("numbers").handles[0].path == "numbers/0.arrow"
+    assert coordinator.stop_sources is None

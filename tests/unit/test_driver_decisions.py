@@ -535,7 +535,7 @@ def test_resolve_rejects_garbage_strings_naming_what_is_accepted(restorable, res
     with pytest.raises(CorruptCheckpointError) as caught:
         resolve_restore(restorable, restore_from)
     message = str(caught.value)
-    assert "neither a checkpoint id, 'latest', nor the path of a chk-<n> directory" in message
+    assert "neither a checkpoint id, 'latest', the path of a chk-<n> directory, nor a savepoint" in message
     assert "Usable checkpoints: [1, 2]" in message
 
 
