@@ -40,16 +40,30 @@ class CheckpointingMode(Enum):
 
 
 class ExternalizedCheckpointCleanup(Enum):
-    """What happens to a job's checkpoints when it is cancelled (PyFlink's ``ExternalizedCheckpointCleanup``, Flink
-    2's ``ExternalizedCheckpointRetention``): Chandy retains them.
+    """What happens to a job's checkpoints when it ends (PyFlink's ``ExternalizedCheckpointCleanup``, Flink 2's
+    ``ExternalizedCheckpointRetention``). ``RETAIN_ON_CANCELLATION`` (the default, as in Flink 2): they stay,
+    whatever the ending, so a cancelled or failed job can be restored. ``DELETE_ON_CANCELLATION``: deleted when
+    the job is cancelled, kept when it fails or finishes. ``NO_EXTERNALIZED_CHECKPOINTS``: deleted whenever
+    the job ends; they only serve its own restarts. Only the checkpoints of the ending run are deleted, never
+    the one it was restored from, and never a savepoint.
 
     >>> ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION.value
     'RETAIN_ON_CANCELLATION'
+    >>> ExternalizedCheckpointCleanup.DELETE_ON_CANCELLATION.deletes_when("CANCELED")
+    True
+    >>> ExternalizedCheckpointCleanup.DELETE_ON_CANCELLATION.deletes_when("FAILED")
+    False
     """
 
     DELETE_ON_CANCELLATION = "DELETE_ON_CANCELLATION"
     RETAIN_ON_CANCELLATION = "RETAIN_ON_CANCELLATION"
     NO_EXTERNALIZED_CHECKPOINTS = "NO_EXTERNALIZED_CHECKPOINTS"
+
+    def deletes_when(self, status: str) -> bool:
+        """Whether a job ending with ``status`` (a JobStatus name) deletes its checkpoints."""
+        if self is ExternalizedCheckpointCleanup.NO_EXTERNALIZED_CHECKPOINTS:
+            return True
+        return self is ExternalizedCheckpointCleanup.DELETE_ON_CANCELLATION and status == "CANCELED"
 
 
 ExternalizedCheckpointRetention = ExternalizedCheckpointCleanup
@@ -128,7 +142,8 @@ class CheckpointConfig:
         """Where ``trigger_savepoint()`` and ``stop_with_savepoint()`` put savepoints when not given a path
         (Flink's ``execution.checkpointing.savepoint-dir``); by default ``<checkpoint storage>/<job>/savepoints``.
 
-        >>> CheckpointConfig().set_default_savepoint_directory("s3://bucket/savepoints").get_default_savepoint_directory()
+        >>> config = CheckpointConfig().set_default_savepoint_directory("s3://bucket/savepoints")
+        >>> config.get_default_savepoint_directory()
         's3://bucket/savepoints'
         """
         if not isinstance(url, str) or not url:
@@ -178,27 +193,16 @@ class CheckpointConfig:
         return self.retained
 
     def enable_externalized_checkpoints(self, cleanup_mode: "ExternalizedCheckpointCleanup") -> "CheckpointConfig":
-        """What happens to checkpoints when the job is cancelled: Chandy keeps them (``RETAIN_ON_CANCELLATION``,
-        Flink 2's default), so a cancelled job can be restored; the other modes are refused until Chandy can
-        honour them.
+        """What happens to the job's checkpoints when it ends (see :class:`ExternalizedCheckpointCleanup`):
+        ``RETAIN_ON_CANCELLATION`` by default; ``DELETE_ON_CANCELLATION`` deletes them when it is cancelled;
+        ``NO_EXTERNALIZED_CHECKPOINTS`` whenever it ends.
 
         >>> CheckpointConfig().enable_externalized_checkpoints(
-        ...     ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION).get_externalized_checkpoint_cleanup().name
-        'RETAIN_ON_CANCELLATION'
-        >>> try:
-        ...     CheckpointConfig().set_externalized_checkpoint_retention(
-        ...         ExternalizedCheckpointCleanup.DELETE_ON_CANCELLATION)
-        ... except ConfigurationError as e:
-        ...     print(str(e)[:70])
-        DELETE_ON_CANCELLATION is not in Chandy yet: checkpoints are always re
+        ...     ExternalizedCheckpointCleanup.DELETE_ON_CANCELLATION).get_externalized_checkpoint_cleanup().name
+        'DELETE_ON_CANCELLATION'
         """
         if not isinstance(cleanup_mode, ExternalizedCheckpointCleanup):
             raise ApiUsageError(f"expected an ExternalizedCheckpointCleanup, got {cleanup_mode!r}")
-        if cleanup_mode is not ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION:
-            raise ConfigurationError(
-                f"{cleanup_mode.name} is not in Chandy yet: checkpoints are always retained when a job is cancelled "
-                "(RETAIN_ON_CANCELLATION), and set_max_retained_checkpoints(n) bounds how many. Delete a cancelled "
-                "job's checkpoint directory yourself if you do not need it.")
         self.externalized = cleanup_mode
         return self
 

@@ -107,6 +107,8 @@ def _checkpointing(env, config: Configuration) -> None:
     for key in ("state.savepoints.dir", "execution.checkpointing.savepoint-dir"):
         if config.contains_key(key):
             checkpoints.set_default_savepoint_directory(config.get_string(key))
+    if config.contains_key("heartbeat.timeout"):
+        env._heartbeat_timeout_ms = parse_duration_ms(config.get_string("heartbeat.timeout"), "heartbeat.timeout")
     if config.contains_key("execution.savepoint.path"):
         env._savepoint_path = config.get_string("execution.savepoint.path")
     if config.contains_key("execution.savepoint.ignore-unclaimed-state"):
@@ -127,7 +129,8 @@ _HANDLED = {
     "state.checkpoints.num-retained", "execution.checkpointing.num-retained", "state.checkpoints.dir",
     "execution.checkpointing.dir", "state.checkpoint-storage.dir", "pipeline.auto-watermark-interval",
     "execution.runtime-mode", "state.savepoints.dir", "execution.checkpointing.savepoint-dir",
-    "execution.savepoint.path", "execution.savepoint.ignore-unclaimed-state",
+    "execution.savepoint.path", "execution.savepoint.ignore-unclaimed-state", "heartbeat.timeout",
+    "heartbeat.interval",  # derived from the timeout: a fifth of it, at most 2 s
 }
 
 

@@ -25,11 +25,12 @@ from runtime.checkpoint_config import (
     RestartStrategies,
     RestartStrategy,
 )
-from runtime.configuration import Configuration
+from runtime.configuration import Configuration, parse_duration_ms
 from runtime.datastream.data_stream import DataStream, positive_int
 from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.execution_mode import RuntimeExecutionMode
 from runtime.datastream.flink_options import apply_configuration
+from runtime.driver.control_server import HEARTBEAT_TIMEOUT_CONF
 from runtime.driver.coordinator import CheckpointCoordinator
 from runtime.driver.launcher import obtain_spark_session, require_slots
 from runtime.driver.restore_plan import (
@@ -124,6 +125,7 @@ class StreamExecutionEnvironment:
         self._executed: list[str] = []  # names of the jobs execute() launched; their transformations are consumed
         self._savepoint_path: str | None = None  # Flink's execution.savepoint.path: what to restore
         self._allow_non_restored_state: bool | None = None  # execution.savepoint.ignore-unclaimed-state
+        self._heartbeat_timeout_ms: float | None = None  # heartbeat.timeout (else spark.chandy.heartbeatTimeout)
 
     @staticmethod
     def get_execution_environment(configuration=None) -> "StreamExecutionEnvironment":
@@ -537,6 +539,9 @@ class StreamExecutionEnvironment:
             checkpointing = CheckpointSettings(config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE,
                                                storage)
         graph = self._compile(job_name, max_parallelism, checkpointing)
+        heartbeat = self._heartbeat_timeout_ms or spark.conf.get(HEARTBEAT_TIMEOUT_CONF, None)
+        if heartbeat is not None:
+            graph.heartbeat_timeout_ms = parse_duration_ms(heartbeat, HEARTBEAT_TIMEOUT_CONF)
         if restore is not None:
             check_compatible(restore.checkpoint, graph, restore.allow_non_restored_state)
         coordinator = CheckpointCoordinator(config, storage, graph) if checkpointing is not None else None

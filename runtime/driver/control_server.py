@@ -17,12 +17,32 @@ from dataclasses import dataclass
 
 from runtime.ids import Attempt, SlotIndex
 from runtime.network.acceptor import Acceptor
-from runtime.protocol.messages import Addresses, Cancel, CheckpointMessage, Message, Register, SlotFinished
+from runtime.protocol.messages import (
+    Addresses,
+    Cancel,
+    CheckpointMessage,
+    Heartbeat,
+    Message,
+    Register,
+    SlotFinished,
+)
 from runtime.protocol.wire import ConnectionClosed, MessageSocket
 
-__all__ = ["ControlServer", "SlotDisconnected"]
+__all__ = ["ControlServer", "SlotDisconnected", "SlotUnresponsive", "HEARTBEAT_TIMEOUT_CONF"]
+
+HEARTBEAT_TIMEOUT_CONF = "spark.chandy.heartbeatTimeout"  # or Flink's heartbeat.timeout; default 30 s
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SlotUnresponsive:
+    """A registered slot sent nothing (not even a heartbeat) for ``silent_s`` seconds, more than the timeout."""
+
+    attempt: Attempt
+    slot: SlotIndex
+    silent_s: float
+    timeout_s: float
 
 
 @dataclass(frozen=True)
@@ -45,6 +65,7 @@ class ControlServer:
         self._finished: set[int] = set()
         self._rendezvous_done = False
         self._cancel: Cancel | None = None  # once the attempt is cancelled: every slot that registers gets it
+        self._last_heard: dict[int, float] = {}  # slot -> monotonic time of its last message
         self._lock = threading.Lock()
         self._acceptor = Acceptor(host, self._serve, "chandy-control-conn", backlog=max(16, slots * 2))
         self.address = self._acceptor.address
@@ -61,6 +82,10 @@ class ControlServer:
             while True:
                 message = conn.receive()
                 if message.attempt != self.attempt:
+                    continue
+                if slot is not None:
+                    self._last_heard[slot] = time.monotonic()
+                if isinstance(message, Heartbeat):
                     continue
                 if isinstance(message, Register):
                     slot = message.slot
@@ -86,6 +111,7 @@ class ControlServer:
         with self._lock:
             self.registrations[message.slot] = message
             self._sockets[message.slot] = conn
+            self._last_heard[message.slot] = time.monotonic()
             complete = len(self.registrations) == self.slots
             cancel = self._cancel
         if cancel is not None:  # a slot that starts after the cancel must not wait for the others
@@ -112,6 +138,14 @@ class ControlServer:
         for thread in list(self._acceptor.threads):
             thread.join(max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in self._acceptor.threads)
+
+    def unresponsive(self, timeout_s: float) -> list[SlotUnresponsive]:
+        """Registered slots that have not finished and have said nothing for longer than ``timeout_s``."""
+        now = time.monotonic()
+        with self._lock:
+            heard = {slot: at for slot, at in self._last_heard.items() if slot not in self._finished}
+        return [SlotUnresponsive(self.attempt, SlotIndex(slot), round(now - at, 1), timeout_s)
+                for slot, at in sorted(heard.items()) if now - at > timeout_s]
 
     def broadcast(self, message: Message) -> None:
         with self._lock:

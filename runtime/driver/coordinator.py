@@ -203,6 +203,24 @@ class CheckpointCoordinator:
                 log.debug("could not clean up incomplete checkpoints", exc_info=True)
             self._delete_unreferenced_final_states()
 
+    def discard_at_end(self, status: str) -> None:
+        """The job ended with ``status`` (a JobStatus name): delete the checkpoints this run completed if its
+        retention mode says so (``set_externalized_checkpoint_retention``). Never the checkpoint the run was
+        restored from, nor a savepoint."""
+        mode = self.config.externalized
+        if not mode.deletes_when(status):
+            return
+        with self._lock:
+            try:
+                for stored in self.storage.survey():
+                    if stored.checkpoint_id >= self.first_id:
+                        self.storage.delete_checkpoint(stored.checkpoint_id)
+                self.completed_ids = []
+                self._delete_unreferenced_final_states()
+                log.info("Job '%s' %s: its checkpoints were deleted (%s)", self.graph.job_name, status, mode.name)
+            except Exception as exc:  # the retention mode is a wish about storage, not a reason to fail
+                log.warning("Job '%s': could not delete its checkpoints (%s): %s", self.graph.job_name, mode.name, exc)
+
     # -- time ----------------------------------------------------------------------------------------
 
     def next_wakeup(self) -> float:
@@ -347,19 +365,22 @@ class CheckpointCoordinator:
         if savepoint is None:
             self.last_trigger_ms = now
             log.debug("triggering checkpoint %d", checkpoint_id)
-            self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id))
+            self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id,
+                                                     triggered_at_ms=int(self.wall_clock() * 1000)))
             return
         target = self.storage.savepoint_storage(savepoint.directory, checkpoint_id)
         self.savepoints[checkpoint_id] = (savepoint, target)
         log.info("Triggering savepoint %d of job '%s' into %s", checkpoint_id, self.graph.job_name, target.url)
-        self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id, target.url))
+        self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id, target.url,
+                                                 int(self.wall_clock() * 1000)))
         if pending.is_complete:  # every subtask had finished already
             self._commit(pending)
 
     def _on_ack(self, message: AcknowledgeCheckpoint) -> JobFailedError | None:
         pending = self.pending.get(message.checkpoint_id) or self.aborted.get(message.checkpoint_id)
         ack = SubtaskAck(SubtaskId(message.chain, message.subtask), tuple(message.state), message.sync_ms,
-                         message.async_ms, message.alignment_ms, dict(message.source_positions))
+                         message.async_ms, message.alignment_ms, dict(message.source_positions),
+                         message.start_delay_ms)
         result = pending.acknowledge(ack) if pending is not None else AckResult.DISCARDED
         if result is AckResult.SUCCESS:
             return self._commit(pending) if pending.is_complete else None
@@ -451,8 +472,9 @@ class CheckpointCoordinator:
         self.stats.append(stats)
         self.consecutive_failures = 0
         self.last_completion_ms = now
-        log.debug("checkpoint %d complete: %.0f ms (sync %.1f ms, async %.1f ms, alignment %.1f ms), %d bytes",
-                 checkpoint_id, stats.duration_ms, stats.sync_ms, stats.async_ms, stats.alignment_ms, stats.bytes)
+        log.debug("checkpoint %d complete: %.0f ms (start delay %.1f ms, sync %.1f ms, async %.1f ms, alignment "
+                  "%.1f ms), %d bytes", checkpoint_id, stats.duration_ms, stats.start_delay_ms, stats.sync_ms,
+                  stats.async_ms, stats.alignment_ms, stats.bytes)
         self.control.broadcast(NotifyCheckpointComplete(self.attempt, checkpoint_id))
         self._apply_retention()
         return None

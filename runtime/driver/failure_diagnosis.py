@@ -17,6 +17,9 @@ operator that failed the same way in ``open()`` on two attempts in a row.
 (True, True)
 >>> decide_restart(diagnosis, None, refusal=None).restart
 True
+>>> from runtime.driver.control_server import SlotUnresponsive
+>>> print(diagnose("job", FailureEvidence(unresponsive=[SlotUnresponsive(0, 1, 31.2, 30.0)])).error.message[:99])
+Job 'job' failed: nothing came, not even a heartbeat, from slot 1 for 31.2 s, longer than the heart
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = ["FailureEvidence", "Diagnosis", "diagnose", "RestartDecision", "decid
 class FailureEvidence:
     reports: list[SlotFailed] = field(default_factory=list)
     disconnected_slots: list[SlotIndex] = field(default_factory=list)
+    unresponsive: list = field(default_factory=list)  # runtime.driver.control_server.SlotUnresponsive
     stage_error: BaseException | None = None
 
     @property
@@ -121,6 +125,16 @@ def diagnose(job_name: str, evidence: FailureEvidence) -> Diagnosis:
         if not report.retryable:
             return _from_report(job_name, report)
     reporting = {r.slot for r in evidence.reports}
+    hung = [u for u in evidence.unresponsive if u.slot not in reporting]
+    if hung:
+        which = ", ".join(f"slot {u.slot} for {u.silent_s:.1f} s" for u in hung)
+        error = JobFailedError(
+            f"Job '{job_name}' failed: nothing came, not even a heartbeat, from {which}, longer than the heartbeat "
+            f"timeout of {hung[0].timeout_s:g} s: its process is stopped or deadlocked, or its executor cannot be "
+            "reached. Check the executor logs; raise heartbeat.timeout (or spark.chandy.heartbeatTimeout) if the "
+            "slot is only slow (a very long garbage collection, a swapping machine).")
+        error.__cause__ = evidence.stage_error
+        return Diagnosis(error)
     silent = [s for s in evidence.disconnected_slots if s not in reporting]
     if silent:
         silent = sorted(set(silent))

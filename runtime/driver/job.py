@@ -26,7 +26,7 @@ import cloudpickle
 
 from operators.sinks import CollectSink
 from runtime.checkpoint_config import RestartStrategy
-from runtime.driver.control_server import ControlServer, SlotDisconnected
+from runtime.driver.control_server import ControlServer, SlotDisconnected, SlotUnresponsive
 from runtime.driver.coordinator import CheckpointCoordinator, CoordinatorLoop, SavepointRequest
 from runtime.driver.failure_diagnosis import Diagnosis, FailureEvidence, decide_restart, diagnose
 from runtime.driver.job_control import JobControlServer
@@ -107,6 +107,7 @@ class JobMaster:
             SlotFailed: self._attempt_failed,
             StageFailed: self._attempt_failed,
             SlotDisconnected: self._attempt_failed,
+            SlotUnresponsive: self._attempt_failed,
             CheckpointFailure: self._checkpoint_failed,
             CancelRequested: lambda event: self._cancel(),
         }
@@ -180,7 +181,8 @@ class JobMaster:
         if self._done.is_set() or self.status.is_globally_terminal_state():
             raise SavepointError(f"{what}: job '{self.graph.job_name}' is {self.status.value}: no savepoint can be "
                                  "taken of a job that has ended.")
-        directory = path or self.coordinator.config.savepoint_directory or self.coordinator.storage.default_savepoint_url()
+        config, storage = self.coordinator.config, self.coordinator.storage
+        directory = path or config.savepoint_directory or storage.default_savepoint_url()
         outcome: queue.Queue = queue.Queue(maxsize=1)
         self.coordinator.request_savepoint(SavepointRequest(str(directory),
                                                             lambda url, error: outcome.put((url, error)), drain))
@@ -221,6 +223,7 @@ class JobMaster:
                 self.coordinator_loop.stop()
             if self.coordinator is not None:
                 self.coordinator.give_up_requests(f"the job is {self.lifecycle.status.value}")
+                self.coordinator.discard_at_end(self.lifecycle.status.name)
             if self.job_control is not None:
                 self._close_job_control()
             self._done.set()
@@ -372,8 +375,15 @@ class JobMaster:
                                   self.attempt, self.events)
         self.lifecycle.transition(JobStatus.RUNNING, f"attempt {self.attempt}")
         self.stage.start()
+        timeout_s = graph.heartbeat_timeout_ms / 1000.0
         while True:
-            event = self.events.get()
+            try:
+                event = self.events.get(timeout=graph.heartbeat_interval_ms / 1000.0)
+            except queue.Empty:
+                hung = self.control.unresponsive(timeout_s)
+                if not hung:
+                    continue
+                event = hung[0]
             if getattr(event, "attempt", self.attempt) != self.attempt:
                 continue  # a straggler of an earlier attempt
             handler = self._handlers.get(type(event))
@@ -415,6 +425,8 @@ class JobMaster:
                     evidence.reports.append(event)
                 elif isinstance(event, SlotDisconnected):
                     evidence.disconnected_slots.append(event.slot)
+                elif isinstance(event, SlotUnresponsive):
+                    evidence.unresponsive.append(event)
                 elif isinstance(event, StageFailed):
                     evidence.stage_error = event.error
             if evidence.has_operator_error:

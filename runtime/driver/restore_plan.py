@@ -34,8 +34,8 @@ from runtime.keys.key_groups import key_group_range
 from runtime.protocol.checkpoints import CompletedCheckpoint, RestoreSpec
 from state_backends.storage import CheckpointStatus, CheckpointStorage
 
-__all__ = ["RESTORE_CONF", "ALLOW_NON_RESTORED_CONF", "RESTORE_ENV", "RESTORE_JOB_ENV", "RestorePoint", "resolve_restore",
-           "newest_restorable", "check_compatible", "plan_restore"]
+__all__ = ["RESTORE_CONF", "ALLOW_NON_RESTORED_CONF", "RESTORE_ENV", "RESTORE_JOB_ENV", "RestorePoint",
+           "resolve_restore", "newest_restorable", "check_compatible", "plan_restore"]
 
 log = logging.getLogger(__name__)
 

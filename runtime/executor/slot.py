@@ -40,6 +40,7 @@ from runtime.protocol.messages import (
     Addresses,
     Cancel,
     FailurePhase,
+    Heartbeat,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
     Register,
@@ -181,7 +182,8 @@ class SlotRunner:
                         if runner.status is SubtaskStatus.FINISHED:
                             continue  # its final state (SubtaskFinished) stands in for it in every checkpoint
                         else:
-                            runner.triggers.append((message.checkpoint_id, 0.0, message.savepoint))
+                            runner.triggers.append((message.checkpoint_id, 0.0, message.savepoint,
+                                                    message.triggered_at_ms))
                             runner.wakeup.set()
                 elif isinstance(message, StopSources):
                     self.stop_sources = message
@@ -198,6 +200,15 @@ class SlotRunner:
 
     def send(self, message) -> None:
         self.control.send(message)
+
+    def _beat(self) -> None:
+        """Tell the driver this process runs, every heartbeat interval, until the slot stops."""
+        interval = self.graph.heartbeat_interval_ms / 1000.0
+        while not self.stopped.wait(interval):
+            try:
+                self.control.send(Heartbeat(self.attempt, self.slot))
+            except OSError:  # the control connection is gone: its listener cancels the slot
+                return
 
     # -- running --------------------------------------------------------------------------------------
 
@@ -286,6 +297,7 @@ class SlotRunner:
                 self.snapshotter = Snapshotter(self.graph.checkpointing.storage, self.attempt, self.send, self.fail)
             listener = threading.Thread(target=self._listen_control, name="chandy-control", daemon=True)
             listener.start()
+            threading.Thread(target=self._beat, name="chandy-heartbeat", daemon=True).start()
             for runner in self.runners:
                 thread = threading.Thread(target=self._run_runner, args=(runner,), daemon=True,
                                           name=f"chandy-{runner.chain.index}.{self.slot}")

@@ -60,6 +60,7 @@ class SubtaskSnapshot:
     chain_description: str = ""  # how messages name the chain (its operators and uids)
     final: str | None = None  # the subtask finished: its final state, under this token (sent with SubtaskFinished)
     savepoint: str | None = None  # the directory of the savepoint this checkpoint is, if it is one
+    start_delay_ms: float = 0.0  # from the trigger to this subtask's first barrier
 
     def describe(self) -> str:
         return f"subtask {self.subtask} of {self.chain_description or f'chain {self.chain}'}"
@@ -180,7 +181,8 @@ class Snapshotter:
         async_ms = (time.monotonic() - snapshot.started) * 1000.0 - snapshot.sync_ms
         return AcknowledgeCheckpoint(self.attempt, snapshot.checkpoint_id, snapshot.chain, snapshot.subtask,
                                      tuple(handles), round(snapshot.sync_ms, 3), round(async_ms, 3),
-                                     round(snapshot.alignment_ms, 3), positions)
+                                     round(snapshot.alignment_ms, 3), positions,
+                                     round(snapshot.start_delay_ms, 3))
 
 
 def _pickle_operator_state(state: dict[str, list]) -> bytes:

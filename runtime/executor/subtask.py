@@ -91,6 +91,8 @@ class SubtaskRunner:
         # The job stops with a savepoint without draining (stop_with_savepoint): this subtask's input stopped
         # rather than ended, so its operators are not finished and no end-of-input watermark fires timers.
         self.stopping = False
+        self.barrier = CheckpointBarrier(0)  # the first barrier of the checkpoint being aligned, and when it came
+        self.barrier_arrived_ms = 0.0
         checkpointing = slot.graph.checkpointing
         self.aligner = None
         if gate is not None and checkpointing is not None:
@@ -286,6 +288,9 @@ class SubtaskRunner:
                         self._advance_watermark(advanced, 0)
                     self._forward_idleness()
                 elif kind is CheckpointBarrier:
+                    if payload.checkpoint_id != aligner.current and payload.checkpoint_id > aligner.last_completed:
+                        self.barrier = payload  # the first of its checkpoint here: when it came says how long
+                        self.barrier_arrived_ms = time.time() * 1000.0  # it waited in queues on the way
                     self._on_alignment(aligner.on_barrier(channel, payload.checkpoint_id, payload.savepoint),
                                        channel, payload.checkpoint_id)
                 elif kind is WatermarkStatus:
@@ -369,18 +374,26 @@ class SubtaskRunner:
             if self.aligner.should_block(channel):
                 self.gate.block(channel)
         elif decision is Alignment.COMPLETE:
-            self._checkpoint(checkpoint_id, self.aligner.alignment_ms, self.aligner.savepoint)
+            barrier = self.barrier
+            delay = self.barrier_arrived_ms - barrier.timestamp_ms if barrier.timestamp_ms else 0.0
+            self._checkpoint(checkpoint_id, self.aligner.alignment_ms, self.aligner.savepoint, barrier.timestamp_ms,
+                             delay)
             self.gate.unblock_all()
 
-    def _checkpoint(self, checkpoint_id: CheckpointId, alignment_ms: float, savepoint: str | None = None) -> None:
+    def _checkpoint(self, checkpoint_id: CheckpointId, alignment_ms: float, savepoint: str | None = None,
+                    triggered_at_ms: int = 0, start_delay_ms: float | None = None) -> None:
         """The synchronous part: flush, freeze every operator's state, forward the barrier. ``savepoint``: the
-        directory of the savepoint this checkpoint is."""
+        directory of the savepoint this checkpoint is. ``start_delay_ms``: from the trigger to the first
+        barrier here (None at a source: until now)."""
+        if start_delay_ms is None:
+            start_delay_ms = time.time() * 1000.0 - triggered_at_ms if triggered_at_ms else 0.0
         self.last_checkpoint_id = checkpoint_id
         self.writer.flush()
         with gc_paused():
             snapshot = self._snapshot(checkpoint_id, alignment_ms)
             snapshot.savepoint = savepoint
-            self.writer.broadcast_event(CheckpointBarrier(checkpoint_id, savepoint))
+            snapshot.start_delay_ms = max(0.0, start_delay_ms)
+            self.writer.broadcast_event(CheckpointBarrier(checkpoint_id, savepoint, triggered_at_ms))
         self.slot.snapshotter.submit(snapshot)
 
     def _snapshot(self, checkpoint_id: CheckpointId, alignment_ms: float, final: str | None = None) -> SubtaskSnapshot:

@@ -157,6 +157,12 @@ class JobGraph:
     columnar_batch_size: int = 65536  # rows per Arrow batch on the columnar path
     job_parameters: dict = field(default_factory=dict)  # read by functions: RuntimeContext.get_job_parameter
     auto_watermark_interval_ms: int = 200  # how often watermark-making operators are asked (0: never)
+    heartbeat_timeout_ms: float = 30_000  # a slot silent this long is taken for hung: the attempt fails
+
+    @property
+    def heartbeat_interval_ms(self) -> float:
+        """How often each slot says it is alive: often enough that a few lost beats never look like a hang."""
+        return min(2_000.0, self.heartbeat_timeout_ms / 5)
 
     @property
     def slots(self) -> int:

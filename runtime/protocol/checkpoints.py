@@ -107,6 +107,7 @@ class SubtaskAck:
     async_ms: float = 0.0
     alignment_ms: float = 0.0
     source_positions: Mapping[str, str] = field(default_factory=dict)  # operator uid -> repr of position
+    start_delay_ms: float = 0.0
 
 
 class AckResult(Enum):
@@ -124,7 +125,8 @@ class AckResult(Enum):
 
 @dataclass(frozen=True)
 class CheckpointStats:
-    """Timings and size of one completed checkpoint (the worst subtask's sync, async and alignment)."""
+    """Timings and size of one completed checkpoint (the worst subtask's sync, async and alignment, and its
+    start delay: from the trigger to the subtask's first barrier, which shows barriers queued behind data)."""
 
     checkpoint_id: CheckpointId
     duration_ms: float
@@ -133,6 +135,7 @@ class CheckpointStats:
     alignment_ms: float
     bytes: int
     completed_at: float = 0.0  # wall clock, epoch seconds: with duration_ms, when the checkpoint ran
+    start_delay_ms: float = 0.0
 
     def to_metadata(self) -> dict:
         return dataclasses.asdict(self)
@@ -205,7 +208,8 @@ class PendingCheckpoint:
                                round(max((a.sync_ms for a in acks), default=0.0), 3),
                                round(max((a.async_ms for a in acks), default=0.0), 3),
                                round(max((a.alignment_ms for a in acks), default=0.0), 3),
-                               sum(h.size for a in acks for h in a.state), completed_at)
+                               sum(h.size for a in acks for h in a.state), completed_at,
+                               round(max((a.start_delay_ms for a in acks), default=0.0), 3))
 
 
 @dataclass(frozen=True)

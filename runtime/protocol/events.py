@@ -19,12 +19,12 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from runtime.errors import ProtocolError
 
-__all__ = ["Event", "EndOfInput", "END_OF_INPUT", "END_OF_INPUT_STOPPED", "CheckpointBarrier", "Watermark", "MAX_WATERMARK",
-           "MIN_WATERMARK", "WatermarkStatus", "event_from_metadata"]
+__all__ = ["Event", "EndOfInput", "END_OF_INPUT", "END_OF_INPUT_STOPPED", "CheckpointBarrier", "Watermark",
+           "MAX_WATERMARK", "MIN_WATERMARK", "WatermarkStatus", "event_from_metadata"]
 
 _EVENT_KEY = b"chandy.event"
 _CHECKPOINT_KEY = b"chandy.checkpoint"
@@ -65,9 +65,11 @@ class CheckpointBarrier(Event):
 
     checkpoint_id: int
     savepoint: str | None = None
+    timestamp_ms: int = field(default=0, repr=False, compare=False)  # wall clock when the coordinator triggered it
 
     def to_metadata(self) -> dict[bytes, bytes]:
-        metadata = {_EVENT_KEY: b"barrier", _CHECKPOINT_KEY: str(self.checkpoint_id).encode()}
+        metadata = {_EVENT_KEY: b"barrier", _CHECKPOINT_KEY: str(self.checkpoint_id).encode(),
+                    _TIMESTAMP_KEY: str(self.timestamp_ms).encode()}
         if self.savepoint is not None:
             metadata[_SAVEPOINT_KEY] = self.savepoint.encode()
         return metadata
@@ -107,7 +109,8 @@ def event_from_metadata(metadata) -> Event | None:
         return END_OF_INPUT
     if kind == b"barrier":
         savepoint = metadata.get(_SAVEPOINT_KEY)
-        return CheckpointBarrier(int(metadata[_CHECKPOINT_KEY]), savepoint.decode() if savepoint else None)
+        return CheckpointBarrier(int(metadata[_CHECKPOINT_KEY]), savepoint.decode() if savepoint else None,
+                                 int(metadata.get(_TIMESTAMP_KEY, 0)))
     if kind == b"stopped":
         return END_OF_INPUT_STOPPED
     if kind == b"watermark":

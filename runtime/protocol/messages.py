@@ -25,6 +25,7 @@ __all__ = [
     "FailurePhase",
     "SlotFailed",
     "SlotFinished",
+    "Heartbeat",
     "Cancel",
     "CheckpointMessage",
     "SubtaskFinished",
@@ -99,6 +100,15 @@ class SlotFinished(Message):
 
 
 @dataclass(frozen=True)
+class Heartbeat(Message):
+    """Slot -> driver, every heartbeat interval: the slot's process runs. A slot silent for longer than the
+    heartbeat timeout is taken for hung (a stopped or deadlocked process, an executor whose sockets stay
+    half-open), and the attempt fails."""
+
+    slot: SlotIndex
+
+
+@dataclass(frozen=True)
 class Cancel(Message):
     """Driver -> slots: stop now; the job is cancelled or another slot failed."""
 
@@ -134,6 +144,8 @@ class TriggerCheckpoint(CheckpointMessage):
 
     checkpoint_id: CheckpointId
     savepoint: str | None = None
+    # The coordinator's wall clock when it triggered: barriers carry it, to measure their delay on the way.
+    triggered_at_ms: int = field(default=0, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -158,6 +170,7 @@ class AcknowledgeCheckpoint(CheckpointMessage):
     async_ms: float = 0.0
     alignment_ms: float = 0.0
     source_positions: dict = field(default_factory=dict)  # operator uid -> repr of the source's position
+    start_delay_ms: float = 0.0  # from the trigger to the subtask's first barrier (its wait in queues)
 
 
 class DeclineKind(Enum):

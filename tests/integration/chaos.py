@@ -30,13 +30,23 @@ def consume(directory: str, fault: str) -> bool:
 
 
 def remaining(directory: str) -> list[str]:
-    return sorted(os.listdir(directory))
+    return sorted(name for name in os.listdir(directory) if not name.startswith("stopped-"))
 
 
-def fire(how: str, where: str) -> None:
+def fire(how: str, where: str, directory: str | None = None) -> None:
     if how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if how == "stop":  # hang: the process stops until SIGCONT or SIGKILL; the test finds it by its pid file
+        with open(os.path.join(directory, f"stopped-{os.getpid()}"), "w"):
+            pass
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return
     raise RuntimeError(f"chaos: injected failure {where}")
+
+
+def stopped_pids(directory: str) -> list[int]:
+    """Processes a ``stop`` fault stopped (SIGKILL them when the test ends, whatever it found)."""
+    return [int(name.split("-", 1)[1]) for name in os.listdir(directory) if name.startswith("stopped-")]
 
 
 class ChaosMap(MapFunction):
@@ -58,7 +68,7 @@ class ChaosMap(MapFunction):
             return
         self.tried = True
         if consume(self.directory, self.fault):
-            fire(self.how, where)
+            fire(self.how, where, self.directory)
 
     def notify_checkpoint_complete(self, checkpoint_id):
         self.checkpoints += 1
