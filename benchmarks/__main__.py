@@ -131,6 +131,7 @@ def main(argv=None) -> int:
 
     import tempfile
 
+    from benchmarks.backpressure import run_backpressure, run_savepoint
     from benchmarks.batch import expected_counts, run_bounded_reduce
     from benchmarks.checkpoint_dip import run_checkpoint_dip
     from benchmarks.latency import run_chandy_latency, run_sss_latency
@@ -217,6 +218,11 @@ def main(argv=None) -> int:
                                                          expected_bounded))
     batch, streaming = (median_run(bounded_runs[m]) for m in (RuntimeExecutionMode.BATCH,
                                                               RuntimeExecutionMode.STREAMING))
+    # checkpoints behind a sink taking 2 ms per record (issue 16), without and with buffer debloating
+    backpressure = [run_backpressure(spark, 2.0, 8 if args.quick else 30, args.parallelism, debloat)
+                    for debloat in (False, True)]
+    savepoints = [run_savepoint(spark, keys, 1024, args.parallelism)
+                  for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
     spark.stop()
     steadiness.append(cpu_steadiness())
 
@@ -277,6 +283,17 @@ def main(argv=None) -> int:
               f"{'':>10} {row['exact']}" + (f"  ({batch_ratio} streaming mode)" if row is batch else ""))
     report["batch"] = {"results": [batch, streaming], "batch_vs_streaming": ratio(
         batch["records_per_s"] if batch["measured"] else None, streaming["records_per_s"])}
+    for row in backpressure:
+        print(f"under backpressure ({row['per_record_ms']} ms per record at the sink, {row['seconds']} s), "
+              f"{row['variant']}: {row['checkpoints']} of {row['triggered']} checkpoints completed, duration median "
+              f"{row['median_duration_ms']} ms, max {row['max_duration_ms']} ms; start delay median "
+              f"{row['median_start_delay_ms']} ms, max {row['max_start_delay_ms']} ms; alignment max "
+              f"{row['max_alignment_ms']} ms")
+    for row in savepoints:
+        print(f"savepoint of {row['state_bytes']:>13,} bytes of keyed state: {row['savepoint_ms']:,} ms, "
+              f"{row['savepoint_bytes']:,} bytes")
+    report["backpressure"] = backpressure
+    report["savepoints"] = savepoints
     report["checkpoint_overhead"] = overhead
     report["columnar_checkpoint_overhead"] = columnar_overhead
     os.makedirs(args.out, exist_ok=True)

@@ -297,8 +297,15 @@ class CheckpointStorage:
         return SavepointStorage(url, self.fs if url.startswith(own) else None)
 
     def publish_job_control(self, description: dict) -> None:
-        """Say where the running job's control endpoint listens (:mod:`runtime.driver.job_control`)."""
-        self.store.write(posixpath.join(self.job_dir, JOB_CONTROL), json.dumps(description).encode())
+        """Say where the running job's control endpoint listens (:mod:`runtime.driver.job_control`). On a
+        local filesystem only its owner may read it (it holds the endpoint's token)."""
+        path = posixpath.join(self.job_dir, JOB_CONTROL)
+        self.store.write(path, json.dumps(description).encode())
+        if self.url.startswith("file://") or "://" not in self.url:
+            try:
+                os.chmod(path, 0o600)
+            except OSError:
+                pass
 
     def read_job_control(self) -> dict:
         """What :meth:`publish_job_control` wrote; CheckpointNotFoundError when no job runs (or none did)."""

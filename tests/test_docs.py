@@ -30,6 +30,7 @@ PACKAGE = "package: its modules carry the examples"
 NO_EXAMPLES = {
     "benchmarks": "empty package file",
     "benchmarks.latency": BENCHMARK,
+    "benchmarks.backpressure": BENCHMARK,
     "benchmarks.recovery": BENCHMARK,
     "benchmarks.spark_baseline": BENCHMARK,
     "benchmarks.throughput": BENCHMARK,
@@ -45,7 +46,6 @@ NO_EXAMPLES = {
     "runtime.executor.slot": PLUMBING,
     "runtime.executor.subtask": PLUMBING,
     "runtime.network.acceptor": PLUMBING,
-    "runtime.network.channels": PLUMBING,
     "runtime.driver": PACKAGE,
     "runtime.executor": PACKAGE,
     "runtime.graph": PACKAGE,

@@ -107,6 +107,10 @@ def _checkpointing(env, config: Configuration) -> None:
     for key in ("state.savepoints.dir", "execution.checkpointing.savepoint-dir"):
         if config.contains_key(key):
             checkpoints.set_default_savepoint_directory(config.get_string(key))
+    if config.contains_key(DEBLOAT_ENABLED) and not config.get_boolean(DEBLOAT_ENABLED, True):
+        env._debloat_target_ms = 0
+    elif config.contains_key(DEBLOAT_TARGET):
+        env._debloat_target_ms = parse_duration_ms(config.get_string(DEBLOAT_TARGET), DEBLOAT_TARGET)
     if config.contains_key("heartbeat.timeout"):
         env._heartbeat_timeout_ms = parse_duration_ms(config.get_string("heartbeat.timeout"), "heartbeat.timeout")
     if config.contains_key("execution.savepoint.path"):
@@ -131,7 +135,10 @@ _HANDLED = {
     "execution.runtime-mode", "state.savepoints.dir", "execution.checkpointing.savepoint-dir",
     "execution.savepoint.path", "execution.savepoint.ignore-unclaimed-state", "heartbeat.timeout",
     "heartbeat.interval",  # derived from the timeout: a fifth of it, at most 2 s
+    "taskmanager.network.memory.buffer-debloat.enabled", "taskmanager.network.memory.buffer-debloat.target",
 }
+DEBLOAT_ENABLED = "taskmanager.network.memory.buffer-debloat.enabled"
+DEBLOAT_TARGET = "taskmanager.network.memory.buffer-debloat.target"
 
 
 def apply_configuration(env, config: Configuration) -> None:

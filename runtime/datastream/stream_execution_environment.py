@@ -30,7 +30,7 @@ from runtime.datastream.data_stream import DataStream, positive_int
 from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.execution_mode import RuntimeExecutionMode
 from runtime.datastream.flink_options import apply_configuration
-from runtime.driver.control_server import HEARTBEAT_TIMEOUT_CONF
+from runtime.driver.control_server import DEBLOAT_TARGET_CONF, HEARTBEAT_TIMEOUT_CONF
 from runtime.driver.coordinator import CheckpointCoordinator
 from runtime.driver.launcher import obtain_spark_session, require_slots
 from runtime.driver.restore_plan import (
@@ -126,6 +126,7 @@ class StreamExecutionEnvironment:
         self._savepoint_path: str | None = None  # Flink's execution.savepoint.path: what to restore
         self._allow_non_restored_state: bool | None = None  # execution.savepoint.ignore-unclaimed-state
         self._heartbeat_timeout_ms: float | None = None  # heartbeat.timeout (else spark.chandy.heartbeatTimeout)
+        self._debloat_target_ms: float | None = None  # buffer debloating's target (0: off); default 1 s
 
     @staticmethod
     def get_execution_environment(configuration=None) -> "StreamExecutionEnvironment":
@@ -539,6 +540,12 @@ class StreamExecutionEnvironment:
             checkpointing = CheckpointSettings(config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE,
                                                storage)
         graph = self._compile(job_name, max_parallelism, checkpointing)
+        debloat = self._debloat_target_ms
+        if debloat is None:
+            debloat = spark.conf.get(DEBLOAT_TARGET_CONF, None)
+        if debloat is not None:
+            off = str(debloat).strip().lower() in ("0", "off", "false")
+            graph.debloat_target_ms = None if off else parse_duration_ms(debloat, DEBLOAT_TARGET_CONF)
         heartbeat = self._heartbeat_timeout_ms or spark.conf.get(HEARTBEAT_TIMEOUT_CONF, None)
         if heartbeat is not None:
             graph.heartbeat_timeout_ms = parse_duration_ms(heartbeat, HEARTBEAT_TIMEOUT_CONF)

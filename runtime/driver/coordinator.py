@@ -115,6 +115,10 @@ class CheckpointCoordinator:
         self.savepoints: dict[CheckpointId, tuple[SavepointRequest, SavepointStorage]] = {}  # pending ones
         self.aborted_savepoints: dict[CheckpointId, SavepointStorage] = {}  # their late acks' files go there
         self.stop_request: SavepointRequest | None = None  # outlives restarts: the job stops in the next attempt
+        # Once the stop's savepoint is taken: every later attempt (a failure before the job ended) starts stopped,
+        # so the job never runs past its savepoint.
+        self.stopped_with: StopSources | None = None
+        self.closed = False  # the job ended: no request is taken any more
         self._reset_subtask_progress()
         self.source_subtasks = frozenset(SubtaskId(c.index, s) for c in graph.chains if c.operators and c.is_source
                                          for s in range(c.parallelism))
@@ -165,8 +169,12 @@ class CheckpointCoordinator:
         pending, in this attempt or, during a restart, in the next; ``request.done`` says how it went. A stop
         request makes the job's sources stop; the job's final checkpoint is then written as the savepoint too."""
         with self._lock:
+            if self.closed:
+                request.done(None, SavepointError(f"No savepoint of job '{self.graph.job_name}' was taken: the job "
+                                                  "has ended."))
+                return
             if request.stops:
-                if self.stop_request is not None:
+                if self.stop_request is not None or self.stopped_with is not None:
                     request.done(None, SavepointError(f"Job '{self.graph.job_name}' is already stopping with a "
                                                       "savepoint."))
                     return
@@ -178,6 +186,8 @@ class CheckpointCoordinator:
     def stop_sources(self) -> StopSources | None:
         """What the next attempt's slots start with when the job is stopping (their sources read nothing)."""
         with self._lock:
+            if self.stopped_with is not None:
+                return self.stopped_with
             if self.stop_request is None:
                 return None
             return StopSources(self.attempt if self.attempt is not None else 0, bool(self.stop_request.drain))
@@ -185,10 +195,14 @@ class CheckpointCoordinator:
     def give_up_requests(self, why: str) -> None:
         """The job ended without taking them: every savepoint still asked for fails, saying ``why``."""
         with self._lock:
+            self.closed = True
             waiting = self.savepoint_requests + ([self.stop_request] if self.stop_request is not None else [])
             self.savepoint_requests, self.stop_request = [], None
             for request in waiting:
-                request.done(None, SavepointError(f"No savepoint of job '{self.graph.job_name}' was taken: {why}."))
+                taken = f" (the stop's savepoint {request.url} was written, but its job did not commit it)" \
+                    if request.url else ""
+                request.done(None, SavepointError(f"No savepoint of job '{self.graph.job_name}' was taken: "
+                                                  f"{why}{taken}."))
 
     def finish(self) -> None:
         """The job ended: remove directories of checkpoints that never completed (slots wrote them late)."""
@@ -270,8 +284,9 @@ class CheckpointCoordinator:
             self.control.broadcast(StopSources(self.attempt, bool(self.stop_request.drain)))
         if self.final_checkpoint_due and due:
             failure = self._commit_final_checkpoint(now) or failure
-        elif self.savepoint_requests and not self.pending and ready and self._can_trigger():
-            self._trigger(now, self.savepoint_requests.pop(0))
+        elif self.savepoint_requests:  # no new checkpoint until it is taken: overlapping ones would starve it
+            if not self.pending and ready and self._can_trigger():
+                self._trigger(now, self.savepoint_requests.pop(0))
         elif due and self._can_trigger():
             self._trigger(now)
         return failure
@@ -343,6 +358,7 @@ class CheckpointCoordinator:
             self.final_checkpoint_due = False
             if stop is not None:
                 self.stop_request = None
+                self.stopped_with = StopSources(self.attempt, bool(stop.drain))
                 stop.done(stop.url, None)
         return failure
 
@@ -350,13 +366,28 @@ class CheckpointCoordinator:
         """Store ``pending`` (complete) as a savepoint in a new directory under ``directory``; its URL."""
         target = self.storage.savepoint_storage(directory, pending.checkpoint_id)
         checkpoint = replace(self._completed(pending), savepoint=True)
-        target.write_metadata(target.adopt(self.storage, checkpoint))
+        try:
+            target.write_metadata(target.adopt(self.storage, checkpoint))
+        except Exception:
+            try:
+                target.delete()  # a directory without _metadata is no savepoint, but it would look like one
+            except Exception:
+                log.debug("could not delete the unfinished savepoint %s", target.url, exc_info=True)
+            raise
         return target.url
 
     def _describe_subtasks(self, subtasks) -> str:
         return "; ".join(f"subtask {s.subtask} of {self.graph.chains[s.chain].describe()}" for s in subtasks)
 
     def _trigger(self, now: float, savepoint: SavepointRequest | None = None) -> None:
+        target = None
+        if savepoint is not None:
+            try:
+                target = self.storage.savepoint_storage(savepoint.directory, self.next_id)
+            except Exception as exc:  # the directory's protocol is unknown, its package missing ...
+                savepoint.done(None, SavepointError(f"No savepoint of job '{self.graph.job_name}' was taken: "
+                                                    f"{savepoint.directory}: {type(exc).__name__}: {exc}"))
+                return
         checkpoint_id = self.next_id
         self.next_id = CheckpointId(self.next_id + 1)
         pending = self.pending[checkpoint_id] = PendingCheckpoint(checkpoint_id, now, self.subtasks)
@@ -368,7 +399,6 @@ class CheckpointCoordinator:
             self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id,
                                                      triggered_at_ms=int(self.wall_clock() * 1000)))
             return
-        target = self.storage.savepoint_storage(savepoint.directory, checkpoint_id)
         self.savepoints[checkpoint_id] = (savepoint, target)
         log.info("Triggering savepoint %d of job '%s' into %s", checkpoint_id, self.graph.job_name, target.url)
         self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id, target.url,

@@ -183,6 +183,10 @@ class JobMaster:
                                  "taken of a job that has ended.")
         config, storage = self.coordinator.config, self.coordinator.storage
         directory = path or config.savepoint_directory or storage.default_savepoint_url()
+        try:  # a directory no filesystem can take fails here, in the caller's thread, not in the job
+            storage.savepoint_storage(str(directory))
+        except Exception as exc:
+            raise SavepointError(f"{what}: cannot write a savepoint to {directory}: {exc}") from exc
         outcome: queue.Queue = queue.Queue(maxsize=1)
         self.coordinator.request_savepoint(SavepointRequest(str(directory),
                                                             lambda url, error: outcome.put((url, error)), drain))

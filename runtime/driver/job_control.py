@@ -44,6 +44,7 @@ ACTIONS = ("status", "savepoint", "stop", "cancel")
 
 class _Handler(socketserver.StreamRequestHandler):
     server: "_Server"
+    timeout = 30  # seconds to send the request line: a connection that says nothing holds no thread for long
 
     def handle(self) -> None:
         line = self.rfile.readline(MAX_REQUEST_BYTES)
@@ -117,11 +118,16 @@ def request(address: tuple[str, int], token: str, action: str, timeout: float | 
         with socket.create_connection((host, port), timeout=30) as sock:
             sock.settimeout(timeout)
             sock.sendall(json.dumps({"token": token, "action": action, **arguments}).encode() + b"\n")
-            reply = sock.makefile("rb").readline()
+            with sock.makefile("rb") as answer:
+                reply = answer.readline()
     except OSError as exc:
         raise JobControlError(
             f"The job's driver at {host}:{port} does not answer ({type(exc).__name__}: {exc}): the job is not "
             "running any more, or this machine cannot reach the driver's host.") from exc
     if not reply:
         raise JobControlError(f"The job's driver at {host}:{port} closed the connection without answering.")
-    return json.loads(reply)
+    try:
+        return json.loads(reply)
+    except ValueError:
+        raise JobControlError(f"{host}:{port} answered with something other than a Chandy job's JSON: "
+                              f"{reply[:100]!r}") from None

@@ -98,7 +98,10 @@ class SlotRunner:
             gate = None
             if not chain.is_source:
                 channels = [(edge.id, p) for edge in chain.inputs for p in edge.producers_of(self.slot)]
-                gate = self.gates[chain.index] = InputGate(channels)
+                columnar = any(edge.schema is not None for edge in chain.inputs)  # Arrow batches: not sized here
+                debloat = graph.debloat_target_ms / 1000.0 if graph.debloat_target_ms and not columnar else None
+                gate = self.gates[chain.index] = InputGate(channels, debloat_target_s=debloat,
+                                                           max_batch=graph.batch_size)
             for node in chain.operators:
                 info = SubtaskInfo(node.name, self.slot, chain.parallelism, graph.max_parallelism, self.attempt,
                                    graph.job_parameters)
@@ -156,6 +159,8 @@ class SlotRunner:
         self.control = MessageSocket(sock)
         self.control.send(Register(self.attempt, self.slot, self.server.address[0], self.server.address[1],
                                    os.getpid()))
+        # Beat from now on: waiting for slots that restore large state is no hang.
+        threading.Thread(target=self._beat, name="chandy-heartbeat", daemon=True).start()
         while True:
             message = self.control.receive()
             if message.attempt != self.attempt:
@@ -297,7 +302,6 @@ class SlotRunner:
                 self.snapshotter = Snapshotter(self.graph.checkpointing.storage, self.attempt, self.send, self.fail)
             listener = threading.Thread(target=self._listen_control, name="chandy-control", daemon=True)
             listener.start()
-            threading.Thread(target=self._beat, name="chandy-heartbeat", daemon=True).start()
             for runner in self.runners:
                 thread = threading.Thread(target=self._run_runner, args=(runner,), daemon=True,
                                           name=f"chandy-{runner.chain.index}.{self.slot}")

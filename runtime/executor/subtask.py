@@ -232,6 +232,9 @@ class SubtaskRunner:
                 next_watermarks = started + interval
             if timer_operators:  # chained operators' due timers (an async operator's finished calls)
                 self._fire_processing_timers(started)
+            capacity = writer.batch_capacity()  # the consumers' debloated batches: no emit that waits long
+            if capacity is not None and poll_size > capacity:
+                poll_size = max(1, capacity)
             batch = self._call(0, "poll", poll_size)
             if batch is None:
                 # Nothing to read at all finishes too: its final state keeps later checkpoints whole (it used to

@@ -158,6 +158,7 @@ class JobGraph:
     job_parameters: dict = field(default_factory=dict)  # read by functions: RuntimeContext.get_job_parameter
     auto_watermark_interval_ms: int = 200  # how often watermark-making operators are asked (0: never)
     heartbeat_timeout_ms: float = 30_000  # a slot silent this long is taken for hung: the attempt fails
+    debloat_target_ms: float | None = 1_000.0  # buffer debloating: in-flight records drain in this time (None: off)
 
     @property
     def heartbeat_interval_ms(self) -> float:

@@ -1,7 +1,9 @@
 """Routing a chain subtask's output records to the channels of its output edges, with batching.
 
 Records are appended to one buffer per channel; a buffer is sent when it reaches ``batch_size`` records, or
-when the subtask calls :meth:`RecordWriter.flush` (it does so every buffer timeout, and before an event).
+when the subtask calls :meth:`RecordWriter.flush` (it does so every buffer timeout, and before an event). A
+channel whose consumer asked for smaller batches (its ``batch_limit``, buffer debloating: see
+:mod:`runtime.network.channels`) gets its buffer in pieces of at most that many records.
 Only the subtask's own thread touches a writer, so there are no locks here.
 
 Batches with event timestamps (:class:`~runtime.protocol.records.TimestampedBatch`) keep them: once an edge has
@@ -58,8 +60,20 @@ class _ChannelSet:
     def flush(self) -> None:
         for i, buffer in enumerate(self.buffers):
             if buffer:
-                self.channels[i].send(buffer)
                 self.buffers[i] = self._new_buffer()
+                self._send(self.channels[i], buffer)
+
+    @staticmethod
+    def _send(channel, buffer: list) -> None:
+        """Send ``buffer``, in pieces of the channel's batch limit when its consumer set one."""
+        limit = getattr(channel, "batch_limit", None)
+        if limit is None or len(buffer) <= limit:
+            channel.send(buffer)
+            return
+        stamps = buffer.timestamps if type(buffer) is TimestampedBatch else None
+        for start in range(0, len(buffer), limit):
+            piece = buffer[start:start + limit]
+            channel.send(piece if stamps is None else TimestampedBatch.of(piece, stamps[start:start + limit]))
 
     def broadcast_event(self, event: Event) -> None:
         self.flush()
@@ -178,10 +192,11 @@ class EdgeWriter(_ChannelSet):
     def _send_full(self) -> None:
         batch_size = self.batch_size
         buffers = self.buffers
+        channels = self.channels
         for i, buffer in enumerate(buffers):
-            if len(buffer) >= batch_size:
-                self.channels[i].send(buffer)
+            if len(buffer) >= (getattr(channels[i], "batch_limit", None) or batch_size):
                 buffers[i] = self._new_buffer()
+                self._send(channels[i], buffer)
 
     def _select_side(self, records: list) -> list:
         """The records of this edge's output (the main one, or side output ``side_tag``), timestamps kept."""
@@ -369,3 +384,20 @@ class RecordWriter:
     def close(self) -> None:
         for edge in self.edges:
             edge.close()
+
+    def batch_capacity(self) -> int | None:
+        """Records one emit can hand over without waiting behind consumers that asked for small batches
+        (buffer debloating): each channel's batch limit, summed over an edge's channels (one record goes to
+        one of them; to all of them on a broadcast edge), the smallest over the edges. None when no consumer
+        set a limit. A source polls no more than this, so that a checkpoint trigger never waits behind a big
+        emit stuck in backpressure."""
+        capacity = None
+        for edge in self.edges:
+            if isinstance(edge, ColumnarEdgeWriter):  # rows of Arrow batches: never debloated
+                continue
+            limits = [getattr(channel, "batch_limit", None) for channel in edge.channels]
+            if not limits or None in limits:
+                continue
+            edge_capacity = min(limits) if getattr(edge, "kind", None) == "broadcast" else sum(limits)
+            capacity = edge_capacity if capacity is None else min(capacity, edge_capacity)
+        return capacity

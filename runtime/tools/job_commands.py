@@ -9,6 +9,8 @@ runtime.errors.JobControlError: No job of /job-commands-doc/orders is running wi
 
 from __future__ import annotations
 
+import os
+
 from runtime.driver.job_control import request
 from runtime.errors import CheckpointNotFoundError, JobControlError
 from state_backends.storage import CheckpointStorage
@@ -24,6 +26,8 @@ def control_job(directory: str, action: str, path: str | None = None, drain: boo
         endpoint = storage.read_job_control()
     except CheckpointNotFoundError as exc:
         raise JobControlError(str(exc)) from None
+    if path is not None and "://" not in path:  # the driver resolves paths in its own working directory
+        path = os.path.abspath(path)
     arguments = {"path": path}
     if action == "stop":
         arguments["drain"] = drain

@@ -58,6 +58,11 @@ def test_quick_benchmark_runs_and_every_measured_variant_is_exact(tmp_path):
     assert dip["checkpoints"] >= 1 and dip["state_bytes"] > 10_000 * 1024
     assert dip["buckets_during"] > 0 and dip["buckets_between"] > 0
     assert "vs SSS JVM" in out.stdout
+    plain, debloated = report["backpressure"]
+    assert "no debloating" in plain["variant"] and "debloating (1 s)" in debloated["variant"]
+    assert all(row["checkpoints"] <= row["triggered"] for row in report["backpressure"])
+    (savepoint,) = report["savepoints"]
+    assert savepoint["savepoint_bytes"] > savepoint["state_bytes"] > 0
     batch, streaming = report["batch"]["results"]
     assert batch["exact"] is streaming["exact"] is True
     assert batch["records_emitted"] == 1000 and streaming["records_emitted"] == streaming["records"], \

@@ -390,4 +390,22 @@ def test_stopping_sends_stop_sources_and_the_final_checkpoint_is_also_the_savepo
     assert coordinator.completed_checkpoints() == [1] and control.sent[-1] == NotifyCheckpointComplete(0, 1)
     (url, error), = outcomes
     assert error is None and SavepointStorage(url).validated().operator("numbers").handles[0].path == "numbers/0.arrow"
-    assert coordinator.stop_sources is None
+    coordinator.end_attempt("a slot was lost before the job ended")
+    coordinator.start_attempt(1, control)
+    assert coordinator.stop_sources == StopSources(0, False), "a restart after the savepoint reads nothing either"
+    request, outcomes = savepoint_request(tmp_path / "sp", drain=False)
+    coordinator.request_savepoint(request)
+    assert "already stopping" in str(outcomes[0][1])
+    coordinator.give_up_requests("the job is FINISHED")
+    request, outcomes = savepoint_request(tmp_path / "sp")
+    coordinator.request_savepoint(request)
+    assert "has ended" in str(outcomes[0][1]), "no request waits for an answer after the end"
+
+
+def test_a_savepoint_into_a_directory_no_filesystem_takes_fails_alone(tmp_path):
+    coordinator, control, clock = make_source_coordinator(tmp_path / "ck", parallelism=1)
+    request, outcomes = savepoint_request("nosuchprotocol://bucket/savepoints")
+    coordinator.request_savepoint(request)
+    assert coordinator.tick() is None and coordinator.pending == {}
+    (url, error), = outcomes
+    assert url is None and "nosuchprotocol://bucket/savepoints" in str(error)
