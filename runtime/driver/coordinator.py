@@ -338,18 +338,26 @@ class CheckpointCoordinator:
             failure = self._commit_final_checkpoint(self._now_ms()) or failure
         return failure
 
-    def _commit_final_checkpoint(self, now: float) -> JobFailedError | None:
+    def _new_pending(self, now: float) -> PendingCheckpoint:
+        """The next checkpoint, pending, with the final state of every subtask that has finished in it."""
         checkpoint_id = self.next_id
         self.next_id = CheckpointId(self.next_id + 1)
-        self.last_trigger_ms = now
         pending = self.pending[checkpoint_id] = PendingCheckpoint(checkpoint_id, now, self.subtasks)
         for final in self.final_acks.values():
             pending.acknowledge(final)
+        return pending
+
+    def _commit_final_checkpoint(self, now: float) -> JobFailedError | None:
+        self.last_trigger_ms = now
+        pending = self._new_pending(now)
+        checkpoint_id = pending.checkpoint_id
         log.debug("final checkpoint %d of job '%s'", checkpoint_id, self.graph.job_name)
         stop = self.stop_request
         if stop is not None and stop.url is None:  # the stop's savepoint first: the job ends once it commits
             try:
-                stop.url = self._write_savepoint(pending, stop.directory)
+                target = self.storage.savepoint_storage(stop.directory, checkpoint_id)
+                self._store_savepoint(pending, target)
+                stop.url = target.url
             except Exception as exc:
                 del self.pending[checkpoint_id]
                 return self._fail(checkpoint_id, f"writing the savepoint failed: {type(exc).__name__}: {exc}")
@@ -362,19 +370,24 @@ class CheckpointCoordinator:
                 stop.done(stop.url, None)
         return failure
 
-    def _write_savepoint(self, pending: PendingCheckpoint, directory: str) -> str:
-        """Store ``pending`` (complete) as a savepoint in a new directory under ``directory``; its URL."""
-        target = self.storage.savepoint_storage(directory, pending.checkpoint_id)
-        checkpoint = replace(self._completed(pending), savepoint=True)
+    def _store_savepoint(self, pending: PendingCheckpoint, target: SavepointStorage) -> CompletedCheckpoint:
+        """Write ``pending`` (complete) as the savepoint ``target``, with copies of the final states it shares
+        with this job's checkpoints; on failure nothing of it is left (a directory without ``_metadata`` is no
+        savepoint, but it would look like one)."""
         try:
-            target.write_metadata(target.adopt(self.storage, checkpoint))
+            checkpoint = target.adopt(self.storage, replace(self._completed(pending), savepoint=True))
+            target.write_metadata(checkpoint)
         except Exception:
-            try:
-                target.delete()  # a directory without _metadata is no savepoint, but it would look like one
-            except Exception:
-                log.debug("could not delete the unfinished savepoint %s", target.url, exc_info=True)
+            self._delete_savepoint(target)
             raise
-        return target.url
+        return checkpoint
+
+    @staticmethod
+    def _delete_savepoint(target: SavepointStorage) -> None:
+        try:
+            target.delete()
+        except Exception:  # best effort: see _store_savepoint
+            log.debug("could not delete the unfinished savepoint %s", target.url, exc_info=True)
 
     def _describe_subtasks(self, subtasks) -> str:
         return "; ".join(f"subtask {s.subtask} of {self.graph.chains[s.chain].describe()}" for s in subtasks)
@@ -388,11 +401,8 @@ class CheckpointCoordinator:
                 savepoint.done(None, SavepointError(f"No savepoint of job '{self.graph.job_name}' was taken: "
                                                     f"{savepoint.directory}: {type(exc).__name__}: {exc}"))
                 return
-        checkpoint_id = self.next_id
-        self.next_id = CheckpointId(self.next_id + 1)
-        pending = self.pending[checkpoint_id] = PendingCheckpoint(checkpoint_id, now, self.subtasks)
-        for final in self.final_acks.values():  # finished subtasks are in it with their final state
-            pending.acknowledge(final)
+        pending = self._new_pending(now)
+        checkpoint_id = pending.checkpoint_id
         if savepoint is None:
             self.last_trigger_ms = now
             log.debug("triggering checkpoint %d", checkpoint_id)
@@ -426,10 +436,7 @@ class CheckpointCoordinator:
             return
         savepoint = self.aborted_savepoints.get(message.checkpoint_id)
         if savepoint is not None:  # written after the savepoint was given up: its directory goes
-            try:
-                savepoint.delete()
-            except Exception:
-                log.debug("could not delete aborted savepoint %s", savepoint.url, exc_info=True)
+            self._delete_savepoint(savepoint)
             return
         log.debug("checkpoint %d: %s acknowledgement, discarding its %d state file(s)", message.checkpoint_id,
                   result.value, len(message.state))
@@ -460,9 +467,8 @@ class CheckpointCoordinator:
         checkpoint_id = pending.checkpoint_id
         del self.pending[checkpoint_id]
         request, target = self.savepoints.pop(checkpoint_id)
-        checkpoint = replace(self._completed(pending), savepoint=True)
         try:
-            target.write_metadata(target.adopt(self.storage, checkpoint))
+            checkpoint = self._store_savepoint(pending, target)
         except Exception as exc:
             self._give_up_savepoint(checkpoint_id, request, target, f"writing it failed: {type(exc).__name__}: {exc}")
             return
@@ -475,10 +481,7 @@ class CheckpointCoordinator:
         self.aborted_savepoints[checkpoint_id] = target
         while len(self.aborted_savepoints) > _ABORTED_REMEMBERED:
             del self.aborted_savepoints[min(self.aborted_savepoints)]
-        try:
-            target.delete()
-        except Exception:  # a directory without _metadata is no savepoint
-            log.debug("could not delete aborted savepoint %s", target.url, exc_info=True)
+        self._delete_savepoint(target)
         log.warning("Savepoint %d of job '%s' failed: %s", checkpoint_id, self.graph.job_name, reason)
         request.done(None, SavepointError(f"Savepoint {checkpoint_id} of job '{self.graph.job_name}' failed: "
                                           f"{reason}."))

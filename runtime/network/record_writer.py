@@ -398,6 +398,6 @@ class RecordWriter:
             limits = [getattr(channel, "batch_limit", None) for channel in edge.channels]
             if not limits or None in limits:
                 continue
-            edge_capacity = min(limits) if getattr(edge, "kind", None) == "broadcast" else sum(limits)
+            edge_capacity = min(limits) if edge.kind == "broadcast" else sum(limits)
             capacity = edge_capacity if capacity is None else min(capacity, edge_capacity)
         return capacity
