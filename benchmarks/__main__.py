@@ -163,6 +163,7 @@ def main(argv=None) -> int:
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up: Python workers, JIT
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism, columnar=True)
     runs: dict[tuple[bool, bool], list] = {(c, k): [] for c in (False, True) for k in (False, True)}
+    unaligned_runs: list = []
     for repeat in range(repeats):  # alternated, so that drifts of the machine hit every variant alike:
         first = repeat % 2 == 1  # with and without checkpoints back to back, taking turns to go first
         for columnar, checkpointing in ((c, k) for c in (False, True) for k in (first, not first)):
@@ -170,7 +171,11 @@ def main(argv=None) -> int:
             with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
                 runs[columnar, checkpointing].append(run_chandy_reference_job(
                     spark, n, args.keys, args.parallelism, checkpoints if checkpointing else None, columnar))
+        with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:  # sends never wait: its cost
+            unaligned_runs.append(run_chandy_reference_job(spark, records, args.keys, args.parallelism, checkpoints,
+                                                           unaligned=True))
     chandy, checkpointed = median_run(runs[False, False]), median_run(runs[False, True])
+    unaligned_checkpointed = median_run(unaligned_runs)
     columnar, columnar_checkpointed = median_run(runs[True, False]), median_run(runs[True, True])
     baseline = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
                                      seconds=6 if args.quick else 30)
@@ -218,9 +223,9 @@ def main(argv=None) -> int:
                                                          expected_bounded))
     batch, streaming = (median_run(bounded_runs[m]) for m in (RuntimeExecutionMode.BATCH,
                                                               RuntimeExecutionMode.STREAMING))
-    # checkpoints behind a sink taking 2 ms per record (issue 16), without and with buffer debloating
-    backpressure = [run_backpressure(spark, 2.0, 8 if args.quick else 30, args.parallelism, debloat)
-                    for debloat in (False, True)]
+    # checkpoints behind a sink taking 2 ms per record (issue 16): aligned and unaligned, without and with debloating
+    backpressure = [run_backpressure(spark, 2.0, 8 if args.quick else 30, args.parallelism, debloat, unaligned)
+                    for unaligned, debloat in ((False, False), (False, True), (True, False), (True, True))]
     savepoints = [run_savepoint(spark, keys, 1024, args.parallelism)
                   for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
     spark.stop()
@@ -230,7 +235,8 @@ def main(argv=None) -> int:
               "cpu_steadiness": {"before": steadiness[0], "after": steadiness[1],
                                  "verdict": steadiness_verdict(steadiness)},
               "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "results": [chandy, checkpointed, columnar, columnar_checkpointed, baseline, python_state],
+              "results": [chandy, checkpointed, columnar, columnar_checkpointed, baseline, python_state,
+                          unaligned_checkpointed],
               "snapshots": snapshots, "latency": latencies, "recovery": recovery, "checkpoint_dip": dips}
     jvm, python = baseline["records_per_s"], python_state["records_per_s"]
     print(f"machine: {report['machine']}")
@@ -288,7 +294,8 @@ def main(argv=None) -> int:
               f"{row['variant']}: {row['checkpoints']} of {row['triggered']} checkpoints completed, duration median "
               f"{row['median_duration_ms']} ms, max {row['max_duration_ms']} ms; start delay median "
               f"{row['median_start_delay_ms']} ms, max {row['max_start_delay_ms']} ms; alignment max "
-              f"{row['max_alignment_ms']} ms")
+              f"{row['max_alignment_ms']} ms; in flight stored median {row['median_persisted_bytes']} B, max "
+              f"{row['max_persisted_bytes']} B")
     for row in savepoints:
         print(f"savepoint of {row['state_bytes']:>13,} bytes of keyed state: {row['savepoint_ms']:,} ms, "
               f"{row['savepoint_bytes']:,} bytes")

@@ -5,7 +5,8 @@ case: 2 ms, at parallelism 2, about 1,000 records/s against a source that could 
 exactly-once checkpoints every second for ``seconds``. Without buffer debloating every channel holds up to
 12 full batches (4,096 records each) and a barrier waits behind them; with it, batches shrink so that what is
 in flight drains in about a second. Reported per variant: checkpoints completed and triggered, their duration,
-start delay (trigger to the slowest subtask's first barrier) and alignment.
+start delay (trigger to the slowest subtask's first barrier) and alignment, and for unaligned checkpoints the
+size of the records in flight they stored (channel state, pickled).
 
 Savepoints: the job of :mod:`benchmarks.checkpoint_dip` fills ``keys`` x ``value_bytes`` of keyed state and
 holds; then one savepoint is taken and timed (trigger to the savepoint's ``_metadata``), with its size.
@@ -56,28 +57,35 @@ def _summary(values: list[float]) -> tuple[float | None, float | None]:
     return (round(statistics.median(values), 1), round(max(values), 1)) if values else (None, None)
 
 
-def run_backpressure(spark, per_record_ms: float, seconds: float, parallelism: int, debloat: bool) -> dict:
+def run_backpressure(spark, per_record_ms: float, seconds: float, parallelism: int, debloat: bool,
+                     unaligned: bool = False) -> dict:
     env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(parallelism)
     env.enable_checkpointing(1000)
     env._debloat_target_ms = None if debloat else 0
     with tempfile.TemporaryDirectory(prefix="chandy-bench-backpressure-") as checkpoints:
         config = env.get_checkpoint_config().set_checkpoint_storage(checkpoints)
         config.set_checkpoint_timeout(10_000).set_tolerable_checkpoint_failure_number(1_000)
+        if unaligned:
+            config.enable_unaligned_checkpoints()
         env.from_source(SequenceSource(0, 10**12), "numbers").uid("numbers").map(lambda n: n).uid("first") \
             .key_by(lambda n: n % 100).map(lambda n: n).uid("second").sink_to(SlowSink(per_record_ms)).uid("sink")
-        client = env.execute_async(f"backpressure-{'debloat' if debloat else 'plain'}")
+        client = env.execute_async(f"backpressure-{'unaligned' if unaligned else 'aligned'}-"
+                                   f"{'debloat' if debloat else 'plain'}")
         time.sleep(seconds)
         coordinator = client._run.coordinator
         stats = coordinator.checkpoint_stats()
         triggered = coordinator.next_id - coordinator.first_id - (1 if coordinator.pending else 0)
         client.cancel()
     durations, delays = _summary([s.duration_ms for s in stats]), _summary([s.start_delay_ms for s in stats])
-    return {"variant": f"aligned, {'buffer debloating (1 s)' if debloat else 'no debloating'}",
+    persisted = _summary([s.persisted_bytes for s in stats])
+    return {"variant": f"{'unaligned' if unaligned else 'aligned'}, "
+                       f"{'buffer debloating (1 s)' if debloat else 'no debloating'}",
             "per_record_ms": per_record_ms, "seconds": seconds, "parallelism": parallelism,
             "checkpoints": len(stats), "triggered": triggered, "timed_out_or_open": triggered - len(stats),
             "median_duration_ms": durations[0], "max_duration_ms": durations[1],
             "median_start_delay_ms": delays[0], "max_start_delay_ms": delays[1],
-            "max_alignment_ms": _summary([s.alignment_ms for s in stats])[1]}
+            "max_alignment_ms": _summary([s.alignment_ms for s in stats])[1],
+            "median_persisted_bytes": persisted[0], "max_persisted_bytes": persisted[1]}
 
 
 def run_savepoint(spark, keys: int, value_bytes: int, parallelism: int) -> dict:

@@ -34,13 +34,16 @@ def _declare_columnar_job(env, records: int, keys: int, sink) -> None:
 
 
 def run_chandy_reference_job(spark, records: int, keys: int, parallelism: int,
-                             checkpoint_dir: str | None = None, columnar: bool = False) -> dict:
-    """The reference job; with ``checkpoint_dir``, exactly-once checkpoints every second go there.
-    ``columnar``: the same job on the columnar path (Arrow batches, ``key_by(column).count()``)."""
+                             checkpoint_dir: str | None = None, columnar: bool = False,
+                             unaligned: bool = False) -> dict:
+    """The reference job; with ``checkpoint_dir``, exactly-once checkpoints every second go there (``unaligned``
+    ones if asked). ``columnar``: the same job on the columnar path (Arrow batches, ``key_by(column).count()``)."""
     env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(parallelism)
     if checkpoint_dir is not None:
         env.enable_checkpointing(1000)
         env.get_checkpoint_config().set_checkpoint_storage(checkpoint_dir)
+        if unaligned:
+            env.get_checkpoint_config().enable_unaligned_checkpoints()
     sink = FinalCountSink(columnar=columnar)
     (_declare_columnar_job if columnar else _declare_record_job)(env, records, keys, sink)
     started = time.perf_counter()
@@ -54,7 +57,7 @@ def run_chandy_reference_job(spark, records: int, keys: int, parallelism: int,
     stats = result.checkpoints
     return {
         "variant": f"chandy-{'columnar' if columnar else 'record-api'}-"
-                   + ("checkpoints-1s" if checkpoint_dir else "no-checkpoints"),
+                   + ("checkpoints-1s" if checkpoint_dir else "no-checkpoints") + ("-unaligned" if unaligned else ""),
         "checkpoints": len(stats),
         "max_checkpoint_sync_ms": max((s.sync_ms for s in stats), default=None),
         "median_alignment_ms": round(statistics.median(s.alignment_ms for s in stats), 1) if stats else None,

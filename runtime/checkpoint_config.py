@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import timedelta
 from enum import Enum
 
+from runtime.durations import Duration, to_millis
 from runtime.errors import ApiUsageError, ConfigurationError
 from runtime.restart_strategies import (
     ExponentialDelayRestartStrategy,
@@ -99,6 +101,9 @@ class CheckpointConfig:
         self.retained = 3
         self.externalized = ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION
         self.savepoint_directory: str | None = None  # None: <checkpoint storage>/<job>/savepoints
+        self.unaligned = False
+        self.aligned_timeout_ms = 0  # with unaligned: start aligned, switch after this long (0: unaligned at once)
+        self.force_unaligned = False
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval_ms is not None
@@ -217,28 +222,54 @@ class CheckpointConfig:
         return True
 
     def enable_unaligned_checkpoints(self, enabled: bool = True) -> "CheckpointConfig":
-        """Accepted; checkpoints stay aligned until Chandy has unaligned ones (a warning says so once).
+        """Unaligned checkpoints (EXACTLY_ONCE only): a subtask snapshots at the first barrier, which overtakes the
+        records queued in its input, and stores the records in flight as channel state. Checkpoints then take
+        about as long under backpressure as without it, at the cost of storing those records.
 
-        >>> CheckpointConfig().enable_unaligned_checkpoints().is_unaligned_checkpoints_enabled()
-        False
+        >>> config = CheckpointConfig().enable_unaligned_checkpoints()
+        >>> config.is_unaligned_checkpoints_enabled(), config.get_aligned_checkpoint_timeout()
+        (True, Duration.of_millis(0))
         """
-        if enabled:
-            log.warning("enable_unaligned_checkpoints(): Chandy's checkpoints are aligned (exactly once, waiting for "
-                        "the records in flight); unaligned checkpoints are not in Chandy yet.")
+        self.unaligned = bool(enabled)
         return self
 
     def disable_unaligned_checkpoints(self) -> "CheckpointConfig":
-        return self
+        return self.enable_unaligned_checkpoints(False)
 
     def is_unaligned_checkpoints_enabled(self) -> bool:
-        return False
+        return self.unaligned
 
     def set_aligned_checkpoint_timeout(self, alignment_timeout) -> "CheckpointConfig":
-        """Accepted: it switches to unaligned checkpoints after the timeout in Flink, and Chandy's stay aligned."""
+        """With unaligned checkpoints enabled: start each checkpoint aligned, and switch a subtask to unaligned
+        when its barrier comes later than this after the trigger (Flink's aligned checkpoint timeout; a
+        ``Duration``, ``timedelta`` or milliseconds; 0, the default: unaligned from the start).
+
+        >>> from runtime.durations import Duration
+        >>> CheckpointConfig().set_aligned_checkpoint_timeout(Duration.of_seconds(2)).get_aligned_checkpoint_timeout()
+        Duration.of_millis(2000)
+        """
+        if isinstance(alignment_timeout, timedelta):
+            alignment_timeout = round(alignment_timeout.total_seconds() * 1000)
+        self.aligned_timeout_ms = to_millis(alignment_timeout, "set_aligned_checkpoint_timeout")
+        if self.aligned_timeout_ms < 0:
+            raise ConfigurationError(f"set_aligned_checkpoint_timeout({alignment_timeout!r}): a timeout must not "
+                                     "be negative (0: unaligned from the start).")
         return self
 
+    set_alignment_timeout = set_aligned_checkpoint_timeout
+
+    def get_aligned_checkpoint_timeout(self) -> Duration:
+        return Duration.of_millis(self.aligned_timeout_ms)
+
+    get_alignment_timeout = get_aligned_checkpoint_timeout
+
     def set_force_unaligned_checkpoints(self, force_unaligned_checkpoints: bool = True) -> "CheckpointConfig":
+        """Accepted (Flink forces unaligned checkpoints on iterative jobs with it; Chandy has no iterations)."""
+        self.force_unaligned = bool(force_unaligned_checkpoints)
         return self
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return self.force_unaligned
 
 
 class FallbackRestartStrategy(RestartStrategy):

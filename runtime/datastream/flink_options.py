@@ -107,6 +107,12 @@ def _checkpointing(env, config: Configuration) -> None:
     for key in ("state.savepoints.dir", "execution.checkpointing.savepoint-dir"):
         if config.contains_key(key):
             checkpoints.set_default_savepoint_directory(config.get_string(key))
+    for key in ("execution.checkpointing.unaligned.enabled", "execution.checkpointing.unaligned"):
+        if config.contains_key(key):
+            checkpoints.enable_unaligned_checkpoints(config.get_boolean(key, False))
+    for key in ("execution.checkpointing.aligned-checkpoint-timeout", "execution.checkpointing.alignment-timeout"):
+        if config.contains_key(key):
+            checkpoints.set_aligned_checkpoint_timeout(parse_duration_ms(config.get_string(key), key))
     if config.contains_key(DEBLOAT_ENABLED) and not config.get_boolean(DEBLOAT_ENABLED, True):
         env._debloat_target_ms = 0
     elif config.contains_key(DEBLOAT_TARGET):
@@ -135,6 +141,9 @@ _HANDLED = {
     "execution.runtime-mode", "state.savepoints.dir", "execution.checkpointing.savepoint-dir",
     "execution.savepoint.path", "execution.savepoint.ignore-unclaimed-state", "heartbeat.timeout",
     "heartbeat.interval",  # derived from the timeout: a fifth of it, at most 2 s
+    "execution.checkpointing.unaligned.enabled", "execution.checkpointing.unaligned",
+    "execution.checkpointing.aligned-checkpoint-timeout", "execution.checkpointing.alignment-timeout",
+    "execution.checkpointing.unaligned.forced",
     "taskmanager.network.memory.buffer-debloat.enabled", "taskmanager.network.memory.buffer-debloat.target",
 }
 DEBLOAT_ENABLED = "taskmanager.network.memory.buffer-debloat.enabled"

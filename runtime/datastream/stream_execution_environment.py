@@ -30,7 +30,7 @@ from runtime.datastream.data_stream import DataStream, positive_int
 from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.execution_mode import RuntimeExecutionMode
 from runtime.datastream.flink_options import apply_configuration
-from runtime.driver.control_server import DEBLOAT_TARGET_CONF, HEARTBEAT_TIMEOUT_CONF
+from runtime.driver.control_server import DEBLOAT_TARGET_CONF, HEARTBEAT_TIMEOUT_CONF, UNALIGNED_CONF
 from runtime.driver.coordinator import CheckpointCoordinator
 from runtime.driver.launcher import obtain_spark_session, require_slots
 from runtime.driver.restore_plan import (
@@ -537,8 +537,15 @@ class StreamExecutionEnvironment:
             max_parallelism = restore.checkpoint.max_parallelism  # the checkpoint's key groups, as Flink does
         checkpointing = None
         if checkpointed:
-            checkpointing = CheckpointSettings(config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE,
-                                               storage)
+            exactly_once = config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE
+            unaligned = config.is_unaligned_checkpoints_enabled()
+            if str(spark.conf.get(UNALIGNED_CONF, "")).strip().lower() in ("true", "false"):
+                unaligned = str(spark.conf.get(UNALIGNED_CONF)).strip().lower() == "true"
+            if unaligned and not exactly_once:
+                log.warning("Unaligned checkpoints need EXACTLY_ONCE mode (Flink's rule too): this AT_LEAST_ONCE "
+                            "job's checkpoints stay aligned.")
+                unaligned = False
+            checkpointing = CheckpointSettings(exactly_once, storage, unaligned, config.aligned_timeout_ms)
         graph = self._compile(job_name, max_parallelism, checkpointing)
         debloat = self._debloat_target_ms
         if debloat is None:

@@ -420,7 +420,7 @@ class CheckpointCoordinator:
         pending = self.pending.get(message.checkpoint_id) or self.aborted.get(message.checkpoint_id)
         ack = SubtaskAck(SubtaskId(message.chain, message.subtask), tuple(message.state), message.sync_ms,
                          message.async_ms, message.alignment_ms, dict(message.source_positions),
-                         message.start_delay_ms)
+                         message.start_delay_ms, message.persisted_bytes, message.unaligned)
         result = pending.acknowledge(ack) if pending is not None else AckResult.DISCARDED
         if result is AckResult.SUCCESS:
             return self._commit(pending) if pending.is_complete else None

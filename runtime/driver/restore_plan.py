@@ -31,7 +31,12 @@ from runtime.errors import ApiUsageError, CheckpointNotFoundError, CorruptCheckp
 from runtime.graph.job_graph import JobGraph
 from runtime.ids import CheckpointId, SubtaskIndex
 from runtime.keys.key_groups import key_group_range
-from runtime.protocol.checkpoints import CompletedCheckpoint, RestoreSpec
+from runtime.protocol.checkpoints import (
+    CHANNEL_STATE_GROUP,
+    PINNED_CHANNEL_STATE_GROUP,
+    CompletedCheckpoint,
+    RestoreSpec,
+)
 from state_backends.storage import CheckpointStatus, CheckpointStorage
 
 __all__ = ["RESTORE_CONF", "ALLOW_NON_RESTORED_CONF", "RESTORE_ENV", "RESTORE_JOB_ENV", "RestorePoint",
@@ -124,6 +129,7 @@ def check_compatible(checkpoint: CompletedCheckpoint, graph: JobGraph, allow_non
     orphaned = sorted((op for op in checkpoint.operators if op.handles and op.uid not in uids), key=lambda o: o.uid)
     what = "Savepoint" if checkpoint.savepoint else "Checkpoint"
     named = ', '.join(f'uid {op.uid} ({op.name})' for op in orphaned)
+    _check_channel_state(checkpoint, graph, what)
     if orphaned and allow_non_restored_state:
         log.warning("%s %d has state for operators the job no longer has, dropped (allow_non_restored_state): %s",
                     what, checkpoint_id, named)
@@ -133,6 +139,30 @@ def check_compatible(checkpoint: CompletedCheckpoint, graph: JobGraph, allow_non
             "give its stateful operators the same .uid(...) as before (derived uids change when the graph "
             "changes); if you removed them on purpose, pass allow_non_restored_state=True (Flink's "
             "--allowNonRestoredState) to drop their state.")
+
+
+def _check_channel_state(checkpoint: CompletedCheckpoint, graph: JobGraph, what: str) -> None:
+    """Records in flight (an unaligned checkpoint's channel state) can be replayed only into the head of a chain,
+    and those of forward, broadcast and custom edges only at the parallelism they were taken at."""
+    heads = {chain.operators[0].uid: chain for chain in graph.chains}
+    for state in checkpoint.operators:
+        handles = [h for h in state.handles if h.has_channel_state]
+        if not handles or state.uid not in {op.uid for op in graph.operators}:
+            continue
+        chain = heads.get(state.uid)
+        if chain is None:
+            raise IncompatibleCheckpointError(
+                f"{what} {checkpoint.checkpoint_id} holds records in flight into operator uid {state.uid} "
+                f"({state.name}), which is no longer the first operator of its chain (the job's chaining changed). "
+                "Restore the job with its old chaining, or restore from an aligned checkpoint or a savepoint.")
+        pinned = any(PINNED_CHANNEL_STATE_GROUP in h.key_groups for h in handles)
+        if pinned and chain.parallelism != state.parallelism:
+            raise IncompatibleCheckpointError(
+                f"{what} {checkpoint.checkpoint_id} is unaligned and holds records in flight on forward, broadcast or "
+                f"custom-partitioned edges into uid {state.uid} ({state.name}), taken at parallelism "
+                f"{state.parallelism}: they cannot be rescaled to {chain.parallelism} (which subtask a record "
+                f"belongs to depends on the parallelism; Flink refuses this too). Restore at parallelism "
+                f"{state.parallelism}, or from an aligned checkpoint or a savepoint (always aligned).")
 
 
 def plan_restore(checkpoint: CompletedCheckpoint, graph: JobGraph,
@@ -154,7 +184,10 @@ def plan_restore(checkpoint: CompletedCheckpoint, graph: JobGraph,
         for subtask in range(node.parallelism):
             owned = key_group_range(graph.max_parallelism, node.parallelism, subtask)
             keyed = tuple(h for h in handles if any(g in owned for g in h.keyed_groups))
+            channel = tuple(h for h in handles if any(g in owned for g in h.channel_key_groups)
+                            or (CHANNEL_STATE_GROUP in h.key_groups and h.subtask % node.parallelism == subtask)
+                            or (PINNED_CHANNEL_STATE_GROUP in h.key_groups and h.subtask == subtask))
             specs[SubtaskIndex(subtask)] = RestoreSpec(checkpoint.checkpoint_id, keyed, operator_handles,
-                                                       (owned.start, owned.end))
+                                                       (owned.start, owned.end), channel)
         plan[node.uid] = specs
     return plan

@@ -81,6 +81,14 @@ class BarrierAligner:
         self.seen = set()
         return Alignment.COMPLETE
 
+    def take_unaligned(self, checkpoint_id: int) -> None:
+        """The subtask took ``checkpoint_id`` unaligned (at its first barrier, or when alignment timed out): its
+        later barriers are ignored, and no channel stays blocked for it."""
+        self.last_completed = max(self.last_completed, checkpoint_id)
+        self.current = None
+        self.seen = set()
+        self.savepoint = None
+
     def should_block(self, channel: int) -> bool:
         return ((self.exactly_once or self.savepoint is not None) and self.current is not None
                 and channel in self.seen)

@@ -26,6 +26,7 @@ import cloudpickle
 
 from operators.context import SubtaskInfo
 from runtime.errors import ProtocolError, is_retryable
+from runtime.executor.channel_state import read_channel_state
 from runtime.executor.restore import restore_operator
 from runtime.executor.snapshotter import Snapshotter
 from runtime.executor.subtask import OperatorError, SubtaskRunner, SubtaskStatus
@@ -116,7 +117,11 @@ class SlotRunner:
                 if spec is not None:
                     restore_operator(self.restore_storage, spec, node.operator, backend, self.slot,
                                      chain.parallelism)
-            self.runners.append(SubtaskRunner(self, chain, gate))
+            runner = SubtaskRunner(self, chain, gate)
+            spec = self.restore.get(chain.operators[0].uid, {}).get(self.slot)
+            if spec is not None and spec.channel:  # records in flight at an unaligned checkpoint: replayed first
+                runner.replay = read_channel_state(self.restore_storage, spec, self.slot, chain.parallelism)
+            self.runners.append(runner)
 
     def _route(self, edge_id: int, producer: int, consumer: int):
         edge = self.graph.edges[edge_id]
@@ -128,6 +133,7 @@ class SlotRunner:
 
     def _connect_outputs(self, addresses: tuple[tuple[str, int], ...]) -> None:
         graph = self.graph
+        unaligned = graph.checkpointing is not None and graph.checkpointing.unaligned
         for runner in self.runners:
             edge_writers = []
             tail = runner.chain.operators[-1].name
@@ -142,6 +148,7 @@ class SlotRunner:
                         channel = RemoteChannel(addresses[target], self.attempt, edge.id, self.slot, target, codec)
                         self._remote_channels.append(channel)
                         channels[target] = channel
+                    channels[target].overdraft = unaligned
                 if edge.schema is not None:
                     edge_writers.append(ColumnarEdgeWriter(edge, self.slot, channels, graph.columnar_batch_size,
                                                            graph.max_parallelism))

@@ -22,7 +22,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 from runtime.errors import ChandyError, UnpicklableStateError
 from runtime.ids import Attempt, ChainIndex, CheckpointId, SubtaskIndex
@@ -40,12 +40,14 @@ log = logging.getLogger(__name__)
 @dataclass
 class OperatorSnapshot:
     """What the synchronous part captured of one operator: its keyed snapshot, its operator list state (copies)
-    and, for a source, a readable form of its position."""
+    and, for a source, a readable form of its position; for the head of a chain in an unaligned checkpoint, the
+    records in flight into it (a :class:`~runtime.executor.channel_state.ChannelState`)."""
 
     uid: str
     keyed: KeyedSnapshot | None = None
     operator_state: dict = field(default_factory=dict)
     source_position: str | None = None
+    channel_state: Any = None
 
 
 @dataclass
@@ -61,6 +63,7 @@ class SubtaskSnapshot:
     final: str | None = None  # the subtask finished: its final state, under this token (sent with SubtaskFinished)
     savepoint: str | None = None  # the directory of the savepoint this checkpoint is, if it is one
     start_delay_ms: float = 0.0  # from the trigger to this subtask's first barrier
+    unaligned: bool = False  # taken at its first barrier, the records in flight stored as channel state
 
     def describe(self) -> str:
         return f"subtask {self.subtask} of {self.chain_description or f'chain {self.chain}'}"
@@ -160,12 +163,16 @@ class Snapshotter:
     def _store(self, snapshot: SubtaskSnapshot) -> AcknowledgeCheckpoint | SubtaskFinished:
         handles = []
         positions = {}
+        persisted = 0
         storage = self._storage_for(snapshot)
         for operator in snapshot.operators:
             try:
                 rows: list = []
                 if operator.operator_state:
                     rows.append((OPERATOR_STATE_GROUP, _pickle_operator_state(operator.operator_state)))
+                if operator.channel_state is not None:
+                    rows.extend(operator.channel_state.rows())
+                    persisted += operator.channel_state.bytes
                 if operator.keyed is not None or rows:  # keyed groups stream straight into the file
                     keyed = operator.keyed.serialized() if operator.keyed is not None else ()
                     handles.append(storage.write_state_file(
@@ -182,7 +189,7 @@ class Snapshotter:
         return AcknowledgeCheckpoint(self.attempt, snapshot.checkpoint_id, snapshot.chain, snapshot.subtask,
                                      tuple(handles), round(snapshot.sync_ms, 3), round(async_ms, 3),
                                      round(snapshot.alignment_ms, 3), positions,
-                                     round(snapshot.start_delay_ms, 3))
+                                     round(snapshot.start_delay_ms, 3), persisted, snapshot.unaligned)
 
 
 def _pickle_operator_state(state: dict[str, list]) -> bytes:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from operators.timers import processing_time_ms
 from runtime.errors import FunctionContractError, KeySelectorError, RecordEncodingError, UnsupportedKeyError
 from runtime.executor.aligner import Alignment, BarrierAligner
+from runtime.executor.channel_state import ChannelState
 from runtime.executor.snapshotter import OperatorSnapshot, SubtaskSnapshot
 from runtime.executor.watermarks import InputWatermarks
 from runtime.gc_pause import gc_paused
@@ -97,6 +98,16 @@ class SubtaskRunner:
         self.aligner = None
         if gate is not None and checkpointing is not None:
             self.aligner = BarrierAligner(len(gate), checkpointing.exactly_once)
+        # Unaligned checkpoints: sends never wait (overdraft), so the subtask waits for its outputs before it
+        # takes more input, and takes barriers that overtook its input meanwhile. A snapshot taken unaligned waits
+        # here until the records in flight before every channel's barrier are recorded, then goes to the
+        # snapshotter. With an aligned timeout, checkpoints start aligned and switch when a barrier is late.
+        self.unaligned = checkpointing is not None and checkpointing.unaligned
+        self.aligned_timeout_ms = checkpointing.aligned_timeout_ms if self.unaligned else 0.0
+        self.pending_unaligned: SubtaskSnapshot | None = None
+        self.unaligned_started = 0.0
+        self.input_edges = {edge.id: edge for edge in chain.inputs}
+        self.replay: list = []  # (input number, batch): channel state of the checkpoint restored, pushed first
         self.watermarks = InputWatermarks(len(gate)) if gate is not None else None
         self.sent_idle = False  # whether this subtask told its consumers that it is idle
         interval_ms = slot.graph.auto_watermark_interval_ms
@@ -215,6 +226,7 @@ class SubtaskRunner:
         next_watermarks = time.monotonic() + interval if interval is not None else float("inf")
         timer_operators = self.timer_operators
         slot = self.slot
+        unaligned = self.unaligned
         while not stopped.is_set():
             if slot.stop_sources is not None:  # stop_with_savepoint: this source reads no more
                 if slot.stop_sources.drain:  # as at the end of its input: every timer fires
@@ -226,6 +238,9 @@ class SubtaskRunner:
                 self._checkpoint(*triggers.popleft())
             if notifications:
                 self._notify(notifications.popleft())
+            if unaligned and not writer.available():
+                self._await_output()
+                continue
             started = time.monotonic()
             if started >= next_watermarks:
                 self._periodic_watermarks(started)
@@ -270,12 +285,21 @@ class SubtaskRunner:
         watermarks = self.watermarks
         timer_operators = self.timer_operators
         second_input = self.second_input
+        self._replay_channel_state()
+        unaligned = self.unaligned
         while open_channels:
             if notifications:
                 self._notify(notifications.popleft())
             wake = min(next_flush, next_watermarks)
             if timer_operators:
                 wake = min(wake, self._fire_processing_timers(now))
+            if unaligned:
+                if self.pending_unaligned is not None:
+                    self._submit_recorded()
+                if self.aligned_timeout_ms:
+                    wake = min(wake, self._check_alignment_timeout())
+                if not writer.available():
+                    self._await_output()
             item = gate.poll(max(0.0005, wake - time.monotonic()))
             if item is not None:
                 channel, payload = item
@@ -291,11 +315,7 @@ class SubtaskRunner:
                         self._advance_watermark(advanced, 0)
                     self._forward_idleness()
                 elif kind is CheckpointBarrier:
-                    if payload.checkpoint_id != aligner.current and payload.checkpoint_id > aligner.last_completed:
-                        self.barrier = payload  # the first of its checkpoint here: when it came says how long
-                        self.barrier_arrived_ms = time.time() * 1000.0  # it waited in queues on the way
-                    self._on_alignment(aligner.on_barrier(channel, payload.checkpoint_id, payload.savepoint),
-                                       channel, payload.checkpoint_id)
+                    self._on_barrier(channel, payload)
                 elif kind is WatermarkStatus:
                     if payload.idle:
                         advanced = watermarks.on_idle(channel)
@@ -322,6 +342,128 @@ class SubtaskRunner:
             if now >= next_flush:
                 writer.flush()
                 next_flush = now + timeout
+        if self.pending_unaligned is not None:  # every channel ended: its records in flight are all recorded
+            self._submit_recorded()
+
+    def _replay_channel_state(self) -> None:
+        """Push the records that were in flight at the unaligned checkpoint restored, before any new input.
+        No barrier is taken meanwhile: the records still to replay are in no gate, a snapshot would miss them."""
+        replay, self.replay = self.replay, []
+        if replay:
+            log.info("Replaying %d batches of records in flight at the checkpoint restored into %s", len(replay),
+                     self.chain.describe())
+        for number, batch in replay:
+            while self.unaligned and not self.writer.available():
+                if self.slot.stopped.is_set():
+                    raise Cancelled()
+                self.writer.wait_available(0.01)
+            if number == 2:
+                self._push_second(batch)
+            else:
+                self._push(batch, 0)
+
+    # -- unaligned checkpoints ----------------------------------------------------------------------------
+
+    def _on_barrier(self, channel: int, barrier: CheckpointBarrier) -> None:
+        aligner = self.aligner
+        checkpoint_id = barrier.checkpoint_id
+        first = checkpoint_id != aligner.current and checkpoint_id > aligner.last_completed
+        if first:
+            self.barrier = barrier  # the first of its checkpoint here: when it came says how long
+            self.barrier_arrived_ms = time.time() * 1000.0  # it waited in queues on the way
+        if self.unaligned and barrier.savepoint is None and (barrier.unaligned or self._alignment_timed_out(barrier)):
+            if checkpoint_id > aligner.last_completed and (aligner.current is None or checkpoint_id >= aligner.current):
+                done = set(aligner.seen) if aligner.current == checkpoint_id else set()
+                if not barrier.unaligned:  # polled in order: nothing of this channel is in flight before it
+                    done.add(channel)
+                self._checkpoint_unaligned(checkpoint_id, done)
+            return
+        self._on_alignment(aligner.on_barrier(channel, checkpoint_id, barrier.savepoint), channel, checkpoint_id)
+
+    def _alignment_timed_out(self, barrier: CheckpointBarrier) -> bool:
+        return time.time() * 1000.0 - barrier.timestamp_ms >= self.aligned_timeout_ms
+
+    def _check_alignment_timeout(self) -> float:
+        """Switch to unaligned if the newest barrier that reached the gate (queued, or being aligned) was
+        triggered longer ago than the aligned timeout; else how long (monotonic s) until it would be."""
+        barrier = self.gate.announced
+        if barrier is None or barrier.savepoint is not None or barrier.checkpoint_id <= self.aligner.last_completed:
+            return float("inf")
+        remaining_ms = barrier.timestamp_ms + self.aligned_timeout_ms - time.time() * 1000.0
+        if remaining_ms > 0:
+            return time.monotonic() + remaining_ms / 1000.0
+        aligner = self.aligner
+        if aligner.current != barrier.checkpoint_id:
+            self.barrier = barrier
+            self.barrier_arrived_ms = time.time() * 1000.0
+        self._checkpoint_unaligned(barrier.checkpoint_id,
+                                   set(aligner.seen) if aligner.current == barrier.checkpoint_id else set())
+        return float("inf")
+
+    def _checkpoint_unaligned(self, checkpoint_id: CheckpointId, done: set[int]) -> None:
+        """Snapshot now, ahead of the records in flight: forward the barrier as a priority event and record, as
+        channel state, what each channel carries before its barrier (``done``: channels with nothing left)."""
+        aligner = self.aligner
+        done |= aligner.ended
+        aligner.take_unaligned(checkpoint_id)
+        self.gate.unblock_all()
+        superseded = self.pending_unaligned
+        if superseded is not None:  # still recording an older one: a newer checkpoint supersedes it (it expires)
+            log.info("checkpoint %d of %s superseded by %d before its records in flight were recorded",
+                     superseded.checkpoint_id, self.chain.describe(), checkpoint_id)
+            for operator in superseded.operators:
+                if operator.keyed is not None:
+                    operator.keyed.discard()
+            self.pending_unaligned = None
+        recorder = self.gate.record_in_flight(checkpoint_id, done)
+        barrier = self.barrier
+        delay = self.barrier_arrived_ms - barrier.timestamp_ms if barrier.timestamp_ms else 0.0
+        self.last_checkpoint_id = checkpoint_id
+        self.writer.flush()  # never waits (overdraft): the consumers record it as in flight
+        with gc_paused():
+            snapshot = self._snapshot(checkpoint_id, 0.0)
+            snapshot.unaligned = True
+            snapshot.start_delay_ms = max(0.0, delay)
+            self.writer.broadcast_event(CheckpointBarrier(checkpoint_id, None, barrier.timestamp_ms, unaligned=True))
+        snapshot.operators[0].channel_state = ChannelState(recorder, self.gate.channels, self.input_edges,
+                                                           self.slot.graph.max_parallelism, self.chain.describe())
+        self.pending_unaligned = snapshot
+        self.unaligned_started = time.monotonic()
+        self._submit_recorded()
+
+    def _submit_recorded(self) -> None:
+        """Hand the pending unaligned snapshot to the snapshotter once every channel's barrier was put."""
+        snapshot = self.pending_unaligned
+        if not snapshot.operators[0].channel_state.recorder.complete:
+            return
+        self.pending_unaligned = None
+        self.gate.stop_recording()
+        snapshot.alignment_ms = (time.monotonic() - self.unaligned_started) * 1000.0
+        self.slot.snapshotter.submit(snapshot)
+
+    def _await_output(self) -> None:
+        """Wait until every output channel can take a batch, taking meanwhile what must not wait behind
+        backpressure: barriers that overtook the input, checkpoint triggers (a source), the aligned timeout."""
+        writer, gate, stopped = self.writer, self.gate, self.slot.stopped
+        while not writer.available():
+            if stopped.is_set():
+                raise Cancelled()
+            if self.notifications:
+                self._notify(self.notifications.popleft())
+            if gate is None:
+                if self.triggers:
+                    self._checkpoint(*self.triggers.popleft())
+                    continue
+            else:
+                item = gate.poll_priority()
+                if item is not None:
+                    self._on_barrier(*item)
+                    continue
+                if self.aligned_timeout_ms:
+                    self._check_alignment_timeout()
+                if self.pending_unaligned is not None:
+                    self._submit_recorded()
+            writer.wait_available(0.01)
 
     # -- time -------------------------------------------------------------------------------------------
 
@@ -391,12 +533,14 @@ class SubtaskRunner:
         if start_delay_ms is None:
             start_delay_ms = time.time() * 1000.0 - triggered_at_ms if triggered_at_ms else 0.0
         self.last_checkpoint_id = checkpoint_id
+        unaligned = self.unaligned and not self.aligned_timeout_ms and savepoint is None  # a source's, then
         self.writer.flush()
         with gc_paused():
             snapshot = self._snapshot(checkpoint_id, alignment_ms)
             snapshot.savepoint = savepoint
             snapshot.start_delay_ms = max(0.0, start_delay_ms)
-            self.writer.broadcast_event(CheckpointBarrier(checkpoint_id, savepoint, triggered_at_ms))
+            snapshot.unaligned = unaligned
+            self.writer.broadcast_event(CheckpointBarrier(checkpoint_id, savepoint, triggered_at_ms, unaligned))
         self.slot.snapshotter.submit(snapshot)
 
     def _snapshot(self, checkpoint_id: CheckpointId, alignment_ms: float, final: str | None = None) -> SubtaskSnapshot:

@@ -142,6 +142,8 @@ class CheckpointSettings:
 
     exactly_once: bool
     storage: Any  # state_backends.storage.CheckpointStorage
+    unaligned: bool = False  # unaligned checkpoints (only with exactly_once)
+    aligned_timeout_ms: float = 0.0  # with unaligned: start aligned, switch after this long (0: at once)
 
 
 @dataclass(eq=False)

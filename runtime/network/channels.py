@@ -8,21 +8,23 @@ the backpressure there is. The consumer reads channels round-robin and can leave
 (``block``) while others catch up, which is what barrier alignment needs.
 
 A remote channel is one TCP connection carrying a fixed header, then one Arrow IPC stream; back the other
-way, one byte per batch the consumer's gate took, a credit for the producer to send another (Flink's
-credit-based flow control, counted in batches). Without credits the operating system's socket buffers
+way, one byte per batch the consumer's subtask took from its gate, a credit for the producer to send another
+(Flink's credit-based flow control, counted in batches). The reader thread never blocks: what it puts in the
+gate was credited, so a remote channel's queue holds at most ``CREDITS`` batches, and a barrier that overtakes
+them (unaligned checkpoints) is read as soon as it was sent. Without credits the operating system's socket buffers
 (megabytes, autotuned) held the in-flight data, and under backpressure a barrier waited behind all of it:
 alignment took 100-200 ms per checkpoint and the producer whose barrier came first stalled meanwhile.
 
 Credits bound the batches in flight, not the records: a channel holds up to ``CREDITS`` batches on the way
-and the gate's capacity in its queue, and behind a slow consumer each batch is full (up to the job's batch
-size, 4,096 records), so a barrier could wait minutes behind them. Buffer debloating (Flink's) sizes the
+or in its queue (a local channel the gate's capacity), and behind a slow consumer each batch is full (up to the
+job's batch size, 4,096 records), so a barrier could wait minutes behind them. Buffer debloating (Flink's) sizes the
 batches instead: each gate measures how many records per second its subtask takes and sets
 :attr:`InputGate.batch_limit` so that everything its channels can hold drains in about the target time (1 s);
 each credit byte carries the limit (as a power of two) back to the producer, and a local channel reads it from
 the gate. The producer cuts its batches to it (:mod:`runtime.network.record_writer`).
 
 >>> gate = InputGate([(0, 0), (0, 1)], capacity=8, debloat_target_s=1.0, max_batch=4096)
->>> gate.limit_for(500.0)  # records per second: 500 in flight over 2 channels x (4 + 8) batches
+>>> gate.limit_for(500.0)  # records per second: 500 in flight over 2 channels x 12 batches
 20
 >>> gate.limit_for(10_000_000.0)  # a fast consumer keeps full batches
 4096
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import select
 import socket
 import struct
 import threading
@@ -45,7 +48,8 @@ import pyarrow as pa
 
 from runtime.network.acceptor import Acceptor
 from runtime.network.codec import RecordCodec
-from runtime.protocol.events import EndOfInput, Event, event_from_metadata
+from runtime.network.in_flight import InFlightRecorder
+from runtime.protocol.events import CheckpointBarrier, EndOfInput, Event, event_from_metadata
 from runtime.protocol.records import TimestampedBatch
 
 __all__ = [
@@ -61,9 +65,9 @@ log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">4sIIII")  # magic, attempt, edge id, producer subtask, consumer subtask
 _MAGIC = b"CHDY"
-# Batches a remote channel may have sent that the consumer's gate has not taken yet; the gate then holds up
-# to its capacity more, as a local channel's does.
-CREDITS = 4
+# Batches a remote channel may have sent that the consumer's subtask has not taken from its gate yet (on the
+# wire or queued); a local channel's queue holds the gate's capacity.
+CREDITS = 12
 MIN_DEBLOATED_BATCH = 8  # records: below this the cost per batch would dominate
 # Until the first measurement: small enough that a slow consumer's queues never fill with minutes of records
 # before it is measured, large enough that a fast one loses nothing in the 0.2 s before its rate is known.
@@ -84,10 +88,11 @@ _CREDIT_BYTES = [bytes([v]) for v in range(256)]
 
 
 def _credit_sender(sock: socket.socket) -> Callable[[bytes], None]:
-    """Sends one credit without letting go of the GIL. ``socket.send`` releases it, and getting it back from
-    the consumer's busy operator thread takes a switch interval (5 ms): once per batch, that made the
-    reader the bottleneck. The byte always fits (at most CREDITS are ever unread), so a non-blocking
-    ``send(2)`` through ctypes.PyDLL, which keeps the GIL, returns at once; anything else falls back."""
+    """Sends one credit without letting go of the GIL (it is sent by the consumer's subtask thread, under its
+    gate's lock). ``socket.send`` releases it, and getting it back from a busy thread takes a switch interval
+    (5 ms): once per batch, that was a bottleneck. The byte always fits (at most CREDITS are ever unread), so a
+    non-blocking ``send(2)`` through ctypes.PyDLL, which keeps the GIL, returns at once; anything else falls
+    back."""
     try:
         libc_send = ctypes.PyDLL(None).send
         libc_send.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int)
@@ -127,6 +132,14 @@ class InputGate:
         self._blocked = [False] * len(self.channels)
         self._next = 0
         self._closed = False
+        # Unaligned checkpoints: barriers that overtake the queues (channel index, barrier), how many items each
+        # overtook on its channel (by channel: (checkpoint id, count)), and the recorder of the checkpoint
+        # whose in-flight records are being recorded.
+        self._priority: deque = deque()
+        self._overtaken: dict[int, tuple[int, int]] = {}
+        self._recorder: InFlightRecorder | None = None
+        self.announced: CheckpointBarrier | None = None  # the newest barrier put in order (the aligned timeout)
+        self._credit_senders: list[Callable[[bytes], None] | None] = [None] * len(self.channels)
         # Buffer debloating: records per batch the producers should send (None: as large as they like).
         self.debloat_target_s = debloat_target_s
         self.max_batch = max_batch
@@ -141,16 +154,82 @@ class InputGate:
     def __len__(self) -> int:
         return len(self.channels)
 
-    def put(self, index: int, item) -> None:
-        """Enqueue a list of records or an :class:`Event`; blocks while the channel's queue is full."""
+    def put(self, index: int, item, block: bool = True) -> None:
+        """Enqueue a list of records or an :class:`Event`; blocks while the channel's queue is full, unless
+        ``block`` is false (a remote channel, whose credits bound its queue; unaligned checkpoints' overdraft)."""
         queue = self._queues[index]
         with self._cond:
-            while len(queue) >= self._capacity and not self._closed:
+            while block and len(queue) >= self._capacity and not self._closed:
                 self._cond.wait()
             if self._closed:
                 raise Cancelled()
+            recorder = self._recorder
+            if recorder is not None and index in recorder.open:
+                recorder.on_put(index, item)
+            if item.__class__ is CheckpointBarrier and (self.announced is None
+                                                        or item.checkpoint_id > self.announced.checkpoint_id):
+                self.announced = item
             queue.append(item)
             self._cond.notify_all()
+
+    def put_priority(self, index: int, barrier: CheckpointBarrier) -> None:
+        """Enqueue the barrier of an unaligned checkpoint ahead of everything queued (it is polled first);
+        what it overtook on its channel is channel state, counted here and recorded when the subtask snapshots
+        (nothing leaves any queue before the subtask has polled it)."""
+        with self._cond:
+            if self._closed:
+                raise Cancelled()
+            recorder = self._recorder
+            if recorder is not None and barrier.checkpoint_id >= recorder.checkpoint_id:
+                recorder.close(index)
+            self._overtaken[index] = (barrier.checkpoint_id, len(self._queues[index]))
+            self._priority.append((index, barrier))
+            self._cond.notify_all()
+
+    def poll_priority(self):
+        """The next ``(channel index, barrier)`` that overtook the queues, or None; never waits."""
+        with self._cond:
+            if self._closed:
+                raise Cancelled()
+            return self._priority.popleft() if self._priority else None
+
+    def record_in_flight(self, checkpoint_id: int, done: set[int]) -> InFlightRecorder:
+        """Start recording the channel state of unaligned checkpoint ``checkpoint_id``, the subtask's snapshot
+        being taken now: per channel, what is queued ahead of its barrier (what its priority barrier overtook),
+        and from now on what is put before its barrier. ``done``: channels with nothing to record (their
+        barrier or their end was processed already)."""
+        recorder = InFlightRecorder(checkpoint_id, len(self._queues))
+        with self._cond:
+            for index, queue in enumerate(self._queues):
+                if index in done:
+                    continue
+                overtaken = self._overtaken.get(index)
+                if overtaken is not None and overtaken[0] >= checkpoint_id:
+                    recorder.capture(index, queue, limit=overtaken[1])
+                else:
+                    recorder.capture(index, queue)
+            self._recorder = recorder if recorder.open else None
+        return recorder
+
+    def stop_recording(self) -> None:
+        with self._cond:
+            self._recorder = None
+
+    def has_room(self, index: int) -> bool:
+        return len(self._queues[index]) < self._capacity
+
+    def wait_room(self, index: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for room in channel ``index``'s queue (a producer's output availability)."""
+        with self._cond:
+            if len(self._queues[index]) >= self._capacity and not self._closed:
+                self._cond.wait(timeout)
+            return len(self._queues[index]) < self._capacity
+
+    def attach_credits(self, index: int, send_credit: Callable[[bytes], None] | None) -> None:
+        """Channel ``index`` is remote: each item its subtask takes returns a credit through ``send_credit``
+        (None: the connection is closing, no more credits)."""
+        with self._cond:
+            self._credit_senders[index] = send_credit
 
     def poll(self, timeout: float):
         """The next ``(channel index, item)`` from an unblocked channel, or None after ``timeout`` s."""
@@ -160,6 +239,8 @@ class InputGate:
             for attempt in (0, 1):
                 if self._closed:
                     raise Cancelled()
+                if self._priority:
+                    return self._priority.popleft()
                 start = self._next
                 for offset in range(n):
                     i = (start + offset) % n
@@ -169,6 +250,9 @@ class InputGate:
                         self._cond.notify_all()
                         if self.debloat_target_s is not None and item.__class__ in _BATCHES:
                             self._measure(len(item), bool(queues[i]))
+                        send_credit = self._credit_senders[i]
+                        if send_credit is not None and item.__class__ is not EndOfInput:
+                            send_credit(credit_byte(self.batch_limit))
                         return i, item
                 if attempt == 0:
                     self._cond.wait(timeout)
@@ -196,10 +280,10 @@ class InputGate:
         self._window_polls = self._window_backlogged = 0
 
     def limit_for(self, rate: float) -> int:
-        """Records per batch that let everything the channels can hold (``CREDITS`` batches on the way and the
-        queue's capacity, per channel) drain at ``rate`` in about the target time."""
+        """Records per batch that let everything the channels can hold (``CREDITS`` batches per channel, on the
+        way or queued) drain at ``rate`` in about the target time."""
         in_flight = rate * self.debloat_target_s
-        batches = len(self._queues) * (CREDITS + self._capacity)
+        batches = len(self._queues) * max(CREDITS, self._capacity)
         return max(MIN_DEBLOATED_BATCH, min(self.max_batch, int(in_flight / batches)))
 
     def block(self, index: int) -> None:
@@ -223,12 +307,24 @@ class LocalChannel:
     def __init__(self, gate: InputGate, index: int):
         self.gate = gate
         self.index = index
+        # Unaligned checkpoints: sends never wait (a subtask is never stuck inside an emit when a barrier
+        # overtakes its input); the subtask waits for room before it takes more input instead (available()).
+        self.overdraft = False
 
     def send(self, records: list) -> None:
-        self.gate.put(self.index, records)
+        self.gate.put(self.index, records, not self.overdraft)
 
     def send_event(self, event: Event) -> None:
-        self.gate.put(self.index, event)
+        if event.__class__ is CheckpointBarrier and event.unaligned:
+            self.gate.put_priority(self.index, event)
+        else:
+            self.gate.put(self.index, event, not self.overdraft)
+
+    def available(self) -> bool:
+        return self.gate.has_room(self.index)
+
+    def wait_available(self, timeout: float) -> bool:
+        return self.gate.wait_room(self.index, timeout)
 
     @property
     def batch_limit(self) -> int | None:
@@ -253,20 +349,43 @@ class RemoteChannel:
         self.codec = codec
         self.consumer = consumer
         self.sock = _connect(address, connect_timeout)
-        self._credits = CREDITS
+        self._credits = CREDITS  # below zero after an overdraft
         self.batch_limit: int | None = None  # records per batch, as the consumer's last credit said
+        self.overdraft = False  # unaligned checkpoints: send without waiting for credits (see LocalChannel)
         self.file = self.sock.makefile("wb", buffering=1 << 16)
         self.file.write(_HEADER.pack(_MAGIC, attempt, edge_id, producer, consumer))
         self.writer = pa.ipc.new_stream(self.file, codec.schema)
 
+    def _read_credits(self, block: bool) -> None:
+        try:
+            granted = self.sock.recv(256, 0 if block else socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        if not granted:
+            raise ConnectionError("the consumer closed the connection")
+        self._credits += len(granted)
+        self.batch_limit = limit_of_credit(granted[-1])
+
     def _take_credit(self) -> None:
-        if self._credits == 0:  # the consumer has CREDITS batches unread: wait until its gate takes one
-            granted = self.sock.recv(256)
-            if not granted:
-                raise ConnectionError("the consumer closed the connection")
-            self._credits = len(granted)
-            self.batch_limit = limit_of_credit(granted[-1])
+        if self._credits <= 0:
+            if self.overdraft:
+                self._read_credits(block=False)
+            while self._credits <= 0 and not self.overdraft:  # wait until the consumer takes a batch
+                self._read_credits(block=True)
         self._credits -= 1
+
+    def available(self) -> bool:
+        if self._credits <= 0:
+            try:
+                self._read_credits(block=False)
+            except OSError as exc:
+                raise ConnectionError(f"data connection to subtask {self.consumer} broke: {exc}") from exc
+        return self._credits > 0
+
+    def wait_available(self, timeout: float) -> bool:
+        if not self.available():
+            select.select([self.sock], [], [], timeout)
+        return self.available()
 
     def send(self, records: list) -> None:
         batch = self.codec.encode(records)
@@ -279,7 +398,8 @@ class RemoteChannel:
 
     def send_event(self, event: Event) -> None:
         try:
-            self._take_credit()
+            if not (event.__class__ is CheckpointBarrier and event.unaligned):  # a priority event needs none
+                self._take_credit()
             self.writer.write_batch(self.codec.empty, custom_metadata=event.to_metadata())
             self.file.flush()
         except (OSError, ValueError, pa.ArrowException) as exc:
@@ -331,6 +451,7 @@ class DataServer:
 
     def _read_loop(self, sock: socket.socket) -> None:
         producer = "?"
+        gate = index = None
         try:
             file = sock.makefile("rb", buffering=1 << 16)
             header = file.read(_HEADER.size)
@@ -342,17 +463,21 @@ class DataServer:
                 return
             gate, index, codec = self.route(edge_id, producer, consumer)
             reader = pa.ipc.open_stream(file)
-            send_credit = _credit_sender(sock)
+            gate.attach_credits(index, _credit_sender(sock))
             while True:
                 try:
                     batch, metadata = reader.read_next_batch_with_custom_metadata()
                 except StopIteration:
                     raise ConnectionError("stream ended without end-of-input") from None
                 event = event_from_metadata(metadata)
-                gate.put(index, event if event is not None else codec.decode(batch))
-                if type(event) is EndOfInput:
-                    break
-                send_credit(credit_byte(gate.batch_limit))
+                if event is None:
+                    gate.put(index, codec.decode(batch), block=False)  # credited: the queue has room for it
+                elif event.__class__ is CheckpointBarrier and event.unaligned:
+                    gate.put_priority(index, event)
+                else:
+                    gate.put(index, event, block=False)
+                    if event.__class__ is EndOfInput:
+                        break
         except Cancelled:
             pass
         except BaseException as exc:  # a broken peer or a corrupt stream fails the slot
@@ -360,6 +485,8 @@ class DataServer:
                 self.on_error(ConnectionError(f"data connection from subtask {producer} broke: "
                                               f"{type(exc).__name__}: {exc}"))
         finally:
+            if gate is not None:  # no credit may go to a closed socket (its descriptor may be reused)
+                gate.attach_credits(index, None)
             try:
                 sock.close()
             except OSError:

@@ -368,6 +368,23 @@ class RecordWriter:
         self.edges = edges
         for edge in edges:
             edge.separate_side_outputs = separate_side_outputs
+        self._channels = [channel for edge in edges for channel in edge.channels]
+
+    def available(self) -> bool:
+        """Whether every channel can take a batch now (a credit, or room in a local queue). With unaligned
+        checkpoints sends never wait (overdraft): the subtask asks this before it takes more input instead, and
+        while it waits it still takes barriers that overtook its input."""
+        for channel in self._channels:
+            if not channel.available():
+                return False
+        return True
+
+    def wait_available(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for the first channel that cannot take a batch now."""
+        for channel in self._channels:
+            if not channel.available():
+                channel.wait_available(timeout)
+                return
 
     def emit(self, records: list) -> None:
         for edge in self.edges:

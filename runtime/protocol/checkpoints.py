@@ -31,6 +31,9 @@ from runtime.ids import ChainIndex, CheckpointId, KeyGroup, SubtaskIndex
 
 __all__ = ["UNION_PREFIX", 
     "OPERATOR_STATE_GROUP",
+    "CHANNEL_KEY_GROUP_BASE",
+    "CHANNEL_STATE_GROUP",
+    "PINNED_CHANNEL_STATE_GROUP",
     "METADATA_FORMAT",
     "SubtaskId",
     "StateHandle",
@@ -46,6 +49,14 @@ __all__ = ["UNION_PREFIX",
 
 # The "key group" under which an operator subtask's non-keyed (operator list) state is stored.
 OPERATOR_STATE_GROUP = KeyGroup(-1)
+# Channel state (the records in flight at an unaligned checkpoint) is stored in the file of the chain's head
+# operator under groups of its own: records of a keyed edge by their key group (the group plus this base, so a
+# rescaled restore routes them); records of rebalance/shuffle/rescale edges, which any subtask may take, under
+# CHANNEL_STATE_GROUP; records of forward, broadcast and custom edges, which belong to this subtask only,
+# under PINNED_CHANNEL_STATE_GROUP.
+CHANNEL_KEY_GROUP_BASE = 1 << 16  # above any key group (max parallelism is at most 32,768)
+CHANNEL_STATE_GROUP = KeyGroup(-2)
+PINNED_CHANNEL_STATE_GROUP = KeyGroup(-3)
 UNION_PREFIX = "union:"  # operator list state every subtask receives whole on a restore (Flink's union state)
 METADATA_FORMAT = 1
 
@@ -63,8 +74,10 @@ class StateHandle:
     """One state file: whose it is, where (relative to its checkpoint's directory), and what it holds.
 
     >>> handle = StateHandle("count", 1, "count/1.arrow", 512, (64, 70, OPERATOR_STATE_GROUP))
-    >>> handle.keyed_groups, handle.has_operator_state
-    ((64, 70), True)
+    >>> handle.keyed_groups, handle.has_operator_state, handle.has_channel_state
+    ((64, 70), True, False)
+    >>> StateHandle("count", 1, "count/1.arrow", 512, (64, CHANNEL_KEY_GROUP_BASE + 64)).channel_key_groups
+    (64,)
     >>> StateHandle.from_metadata(handle.to_metadata()) == handle
     True
     """
@@ -78,11 +91,21 @@ class StateHandle:
 
     @property
     def keyed_groups(self) -> tuple[KeyGroup, ...]:
-        return tuple(g for g in self.key_groups if g != OPERATOR_STATE_GROUP)
+        return tuple(g for g in self.key_groups if 0 <= g < CHANNEL_KEY_GROUP_BASE)
 
     @property
     def has_operator_state(self) -> bool:
         return OPERATOR_STATE_GROUP in self.key_groups
+
+    @property
+    def channel_key_groups(self) -> tuple[KeyGroup, ...]:
+        """The key groups of the in-flight records of keyed edges it holds (channel state)."""
+        return tuple(KeyGroup(g - CHANNEL_KEY_GROUP_BASE) for g in self.key_groups if g >= CHANNEL_KEY_GROUP_BASE)
+
+    @property
+    def has_channel_state(self) -> bool:
+        return any(g >= CHANNEL_KEY_GROUP_BASE or g in (CHANNEL_STATE_GROUP, PINNED_CHANNEL_STATE_GROUP)
+                   for g in self.key_groups)
 
     def to_metadata(self) -> dict:
         entry = {"uid": self.uid, "subtask": self.subtask, "path": self.path, "size": self.size,
@@ -108,6 +131,8 @@ class SubtaskAck:
     alignment_ms: float = 0.0
     source_positions: Mapping[str, str] = field(default_factory=dict)  # operator uid -> repr of position
     start_delay_ms: float = 0.0
+    persisted_bytes: int = 0  # records in flight stored as channel state (an unaligned checkpoint), pickled
+    unaligned: bool = False
 
 
 class AckResult(Enum):
@@ -136,6 +161,8 @@ class CheckpointStats:
     bytes: int
     completed_at: float = 0.0  # wall clock, epoch seconds: with duration_ms, when the checkpoint ran
     start_delay_ms: float = 0.0
+    persisted_bytes: int = 0  # in-flight records stored as channel state (Flink's "persisted data")
+    unaligned: bool = False  # some subtask took it unaligned (from the start, or after the aligned timeout)
 
     def to_metadata(self) -> dict:
         return dataclasses.asdict(self)
@@ -209,7 +236,8 @@ class PendingCheckpoint:
                                round(max((a.async_ms for a in acks), default=0.0), 3),
                                round(max((a.alignment_ms for a in acks), default=0.0), 3),
                                sum(h.size for a in acks for h in a.state), completed_at,
-                               round(max((a.start_delay_ms for a in acks), default=0.0), 3))
+                               round(max((a.start_delay_ms for a in acks), default=0.0), 3),
+                               sum(a.persisted_bytes for a in acks), any(a.unaligned for a in acks))
 
 
 @dataclass(frozen=True)
@@ -326,9 +354,11 @@ class CompletedCheckpoint:
 
 @dataclass(frozen=True)
 class RestoreSpec:
-    """What one operator subtask reads: files holding its key groups, and every operator-state file."""
+    """What one operator subtask reads: files holding its key groups, and every operator-state file; for the
+    head of a chain, the files with channel state it takes (records in flight at an unaligned checkpoint)."""
 
     checkpoint_id: CheckpointId
     keyed: tuple[StateHandle, ...]
     operator: tuple[StateHandle, ...]
     key_groups: tuple[KeyGroup, KeyGroup]  # inclusive range this subtask owns
+    channel: tuple[StateHandle, ...] = ()

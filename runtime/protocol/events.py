@@ -30,6 +30,7 @@ _EVENT_KEY = b"chandy.event"
 _CHECKPOINT_KEY = b"chandy.checkpoint"
 _TIMESTAMP_KEY = b"chandy.timestamp"
 _SAVEPOINT_KEY = b"chandy.savepoint"
+_UNALIGNED_KEY = b"chandy.unaligned"
 
 MAX_WATERMARK = (1 << 63) - 1  # Flink's Long.MAX_VALUE: the end of a bounded input; every timer fires
 MIN_WATERMARK = -(1 << 63)  # no watermark yet
@@ -61,17 +62,26 @@ END_OF_INPUT_STOPPED = EndOfInput(stopped=True)
 @dataclass(frozen=True)
 class CheckpointBarrier(Event):
     """Everything before it on this channel belongs to checkpoint ``checkpoint_id``; nothing after it does.
-    ``savepoint``: the checkpoint is a savepoint, stored in that directory, and always aligned."""
+    ``savepoint``: the checkpoint is a savepoint, stored in that directory, and always aligned.
+    ``unaligned``: the barrier of an unaligned checkpoint, a priority event: it overtakes the records queued
+    ahead of it in the consumer's gate, which the consumer then stores as channel state (sent without a credit).
+
+    >>> event_from_metadata(CheckpointBarrier(9, unaligned=True).to_metadata()).unaligned
+    True
+    """
 
     checkpoint_id: int
     savepoint: str | None = None
     timestamp_ms: int = field(default=0, repr=False, compare=False)  # wall clock when the coordinator triggered it
+    unaligned: bool = field(default=False, repr=False, compare=False)
 
     def to_metadata(self) -> dict[bytes, bytes]:
         metadata = {_EVENT_KEY: b"barrier", _CHECKPOINT_KEY: str(self.checkpoint_id).encode(),
                     _TIMESTAMP_KEY: str(self.timestamp_ms).encode()}
         if self.savepoint is not None:
             metadata[_SAVEPOINT_KEY] = self.savepoint.encode()
+        if self.unaligned:
+            metadata[_UNALIGNED_KEY] = b"1"
         return metadata
 
 
@@ -110,7 +120,7 @@ def event_from_metadata(metadata) -> Event | None:
     if kind == b"barrier":
         savepoint = metadata.get(_SAVEPOINT_KEY)
         return CheckpointBarrier(int(metadata[_CHECKPOINT_KEY]), savepoint.decode() if savepoint else None,
-                                 int(metadata.get(_TIMESTAMP_KEY, 0)))
+                                 int(metadata.get(_TIMESTAMP_KEY, 0)), _UNALIGNED_KEY in metadata)
     if kind == b"stopped":
         return END_OF_INPUT_STOPPED
     if kind == b"watermark":

@@ -171,6 +171,8 @@ class AcknowledgeCheckpoint(CheckpointMessage):
     alignment_ms: float = 0.0
     source_positions: dict = field(default_factory=dict)  # operator uid -> repr of the source's position
     start_delay_ms: float = 0.0  # from the trigger to the subtask's first barrier (its wait in queues)
+    persisted_bytes: int = 0  # in-flight records it stored as channel state (unaligned), pickled
+    unaligned: bool = False  # it took the checkpoint unaligned
 
 
 class DeclineKind(Enum):

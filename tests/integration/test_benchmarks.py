@@ -13,7 +13,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 CHANDY_VARIANTS = {"chandy-record-api-no-checkpoints", "chandy-record-api-checkpoints-1s",
-                   "chandy-columnar-no-checkpoints", "chandy-columnar-checkpoints-1s"}
+                   "chandy-columnar-no-checkpoints", "chandy-columnar-checkpoints-1s",
+                   "chandy-record-api-checkpoints-1s-unaligned"}
 
 
 def test_quick_benchmark_runs_and_every_measured_variant_is_exact(tmp_path):
@@ -58,8 +59,10 @@ def test_quick_benchmark_runs_and_every_measured_variant_is_exact(tmp_path):
     assert dip["checkpoints"] >= 1 and dip["state_bytes"] > 10_000 * 1024
     assert dip["buckets_during"] > 0 and dip["buckets_between"] > 0
     assert "vs SSS JVM" in out.stdout
-    plain, debloated = report["backpressure"]
+    plain, debloated, unaligned, both = report["backpressure"]
     assert "no debloating" in plain["variant"] and "debloating (1 s)" in debloated["variant"]
+    assert unaligned["variant"].startswith("unaligned") and both["variant"] == "unaligned, buffer debloating (1 s)"
+    assert not plain["max_persisted_bytes"], "aligned checkpoints store no records in flight"
     assert all(row["checkpoints"] <= row["triggered"] for row in report["backpressure"])
     (savepoint,) = report["savepoints"]
     assert savepoint["savepoint_bytes"] > savepoint["state_bytes"] > 0

@@ -28,7 +28,7 @@ def test_a_slow_subtask_gets_small_batches_and_a_fast_one_full_ones():
         gate.put(0, list(range(100)))
         assert gate.poll(0)[1]
         clock.now += 0.25
-    assert gate.batch_limit == 400 // (2 * (CREDITS + 8))
+    assert gate.batch_limit == 400 // (2 * max(CREDITS, 8))
     gate.poll(0)
     for _ in range(40):  # then 4,000 records every 10 ms, still backlogged: full batches again
         gate.put(1, list(range(4000)))
