@@ -71,6 +71,15 @@ def _interactive() -> bool:
     return hasattr(sys, "ps1") or bool(sys.flags.interactive) or "ipykernel" in sys.modules
 
 
+def _refuse_concurrent_unaligned(config) -> None:
+    if config.get_max_concurrent_checkpoints() > 1:
+        raise ConfigurationError(
+            f"Unaligned checkpoints cannot overlap (Flink's rule too: a newer barrier overtaking an older one's "
+            f"records in flight would mix two checkpoints), but max concurrent checkpoints is "
+            f"{config.get_max_concurrent_checkpoints()}: set_max_concurrent_checkpoints(1), or disable unaligned "
+            "checkpoints.")
+
+
 def _check_sources_and_sinks(graph) -> None:
     """Paths of sources and sinks are checked now, not an hour into the job."""
     for node in graph.operators:
@@ -513,6 +522,8 @@ class StreamExecutionEnvironment:
         if checkpointed:
             storage.check_writable()
         _check_sources_and_sinks(graph)
+        if checkpointed and config.is_unaligned_checkpoints_enabled():
+            _refuse_concurrent_unaligned(config)
         for path in self._python_files:
             if "://" not in path and not os.path.exists(path):
                 raise ConfigurationError(f"add_python_file({path!r}): no such file (relative paths are from "
@@ -545,6 +556,8 @@ class StreamExecutionEnvironment:
                 log.warning("Unaligned checkpoints need EXACTLY_ONCE mode (Flink's rule too): this AT_LEAST_ONCE "
                             "job's checkpoints stay aligned.")
                 unaligned = False
+            if unaligned:
+                _refuse_concurrent_unaligned(config)
             checkpointing = CheckpointSettings(exactly_once, storage, unaligned, config.aligned_timeout_ms)
         graph = self._compile(job_name, max_parallelism, checkpointing)
         debloat = self._debloat_target_ms

@@ -506,8 +506,9 @@ class CheckpointCoordinator:
         self.consecutive_failures = 0
         self.last_completion_ms = now
         log.debug("checkpoint %d complete: %.0f ms (start delay %.1f ms, sync %.1f ms, async %.1f ms, alignment "
-                  "%.1f ms), %d bytes", checkpoint_id, stats.duration_ms, stats.start_delay_ms, stats.sync_ms,
-                  stats.async_ms, stats.alignment_ms, stats.bytes)
+                  "%.1f ms), %d bytes%s", checkpoint_id, stats.duration_ms, stats.start_delay_ms, stats.sync_ms,
+                  stats.async_ms, stats.alignment_ms, stats.bytes,
+                  f", unaligned: {stats.persisted_bytes} bytes in flight" if stats.unaligned else "")
         self.control.broadcast(NotifyCheckpointComplete(self.attempt, checkpoint_id))
         self._apply_retention()
         return None

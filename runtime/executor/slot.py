@@ -202,6 +202,9 @@ class SlotRunner:
                 elif isinstance(message, NotifyCheckpointAborted):
                     if self.snapshotter is not None:
                         self.snapshotter.abort(message.checkpoint_id)
+                    for runner in self.runners:  # an unaligned snapshot may still be recording records in flight
+                        if runner.unaligned and runner.gate is not None:
+                            runner.aborted.append(message.checkpoint_id)
                 elif isinstance(message, NotifyCheckpointComplete):
                     for runner in self.runners:  # finished ones too: they wait for a checkpoint with their end
                         runner.notifications.append(message.checkpoint_id)

@@ -186,6 +186,10 @@ class InputGate:
             self._priority.append((index, barrier))
             self._cond.notify_all()
 
+    def has_priority(self) -> bool:
+        """Whether a barrier overtook the queues (read without the lock: a deque's truth is atomic)."""
+        return bool(self._priority)
+
     def poll_priority(self):
         """The next ``(channel index, barrier)`` that overtook the queues, or None; never waits."""
         with self._cond:
@@ -193,12 +197,16 @@ class InputGate:
                 raise Cancelled()
             return self._priority.popleft() if self._priority else None
 
-    def record_in_flight(self, checkpoint_id: int, done: set[int]) -> InFlightRecorder:
+    def record_in_flight(self, checkpoint_id: int, done: set[int], leftover: tuple[int, list] | None = None
+                         ) -> InFlightRecorder:
         """Start recording the channel state of unaligned checkpoint ``checkpoint_id``, the subtask's snapshot
         being taken now: per channel, what is queued ahead of its barrier (what its priority barrier overtook),
         and from now on what is put before its barrier. ``done``: channels with nothing to record (their
-        barrier or their end was processed already)."""
+        barrier or their end was processed already). ``leftover``: ``(channel, records)`` the subtask took
+        from the gate but has not processed (it snapshots between two slices of a batch): recorded first."""
         recorder = InFlightRecorder(checkpoint_id, len(self._queues))
+        if leftover is not None:
+            recorder.capture(leftover[0], [leftover[1]], limit=1)
         with self._cond:
             for index, queue in enumerate(self._queues):
                 if index in done:
@@ -252,7 +260,10 @@ class InputGate:
                             self._measure(len(item), bool(queues[i]))
                         send_credit = self._credit_senders[i]
                         if send_credit is not None and item.__class__ is not EndOfInput:
-                            send_credit(credit_byte(self.batch_limit))
+                            try:
+                                send_credit(credit_byte(self.batch_limit))
+                            except OSError:  # the connection broke: its reader reports it, naming the producer
+                                self._credit_senders[i] = None
                         return i, item
                 if attempt == 0:
                     self._cond.wait(timeout)
@@ -352,6 +363,7 @@ class RemoteChannel:
         self._credits = CREDITS  # below zero after an overdraft
         self.batch_limit: int | None = None  # records per batch, as the consumer's last credit said
         self.overdraft = False  # unaligned checkpoints: send without waiting for credits (see LocalChannel)
+        self._poller = None
         self.file = self.sock.makefile("wb", buffering=1 << 16)
         self.file.write(_HEADER.pack(_MAGIC, attempt, edge_id, producer, consumer))
         self.writer = pa.ipc.new_stream(self.file, codec.schema)
@@ -384,7 +396,10 @@ class RemoteChannel:
 
     def wait_available(self, timeout: float) -> bool:
         if not self.available():
-            select.select([self.sock], [], [], timeout)
+            if self._poller is None:  # poll(2): select(2) fails on descriptors above 1023
+                self._poller = select.poll()
+                self._poller.register(self.sock, select.POLLIN)
+            self._poller.poll(timeout * 1000.0)
         return self.available()
 
     def send(self, records: list) -> None:
@@ -432,7 +447,8 @@ class DataServer:
     """Accepts remote channels for the consumer subtasks of one slot and feeds their input gates.
 
     ``route(edge id, producer, consumer)`` returns ``(gate, channel index, codec)`` for a channel header.
-    One reader thread per connection decodes batches and blocks on the gate when it is full.
+    One reader thread per connection decodes batches into the gate; it never waits there (what it puts was
+    credited). The consumer's subtask thread returns the credits as it takes the batches.
     """
 
     def __init__(self, host: str, attempt: int, route: Callable, on_error: Callable[[BaseException], None]):

@@ -152,6 +152,8 @@ def describe_checkpoint(directory: str, checkpoint_id: int | str) -> str:
     stats = checkpoint.stats
     timings = (f"duration {stats.duration_ms:.0f} ms (sync {stats.sync_ms:.1f}, async {stats.async_ms:.1f}, "
                f"alignment {stats.alignment_ms:.1f})") if stats is not None else "no timings recorded"
+    if stats is not None and stats.unaligned:
+        timings += f"; unaligned, {stats.persisted_bytes:,} bytes of records in flight stored"
     lines = [
         f"checkpoint {checkpoint.checkpoint_id} of job '{checkpoint.job_name}' (attempt {checkpoint.attempt}), "
         f"completed {_when(checkpoint)}",
@@ -164,6 +166,8 @@ def describe_checkpoint(directory: str, checkpoint_id: int | str) -> str:
             groups = handle.keyed_groups
             keyed = f"key groups {min(groups)}..{max(groups)} ({len(groups)} with state)" if groups else "no keyed state"
             extra = ", operator state" if handle.has_operator_state else ""
+            if handle.has_channel_state:
+                extra += ", records in flight (channel state)"
             lines.append(f"  subtask {handle.subtask}: {handle.path} {handle.size:,} bytes, {keyed}{extra}")
         for subtask, position in sorted(operator.source_positions.items()):
             lines.append(f"  subtask {subtask} source position: {position}")

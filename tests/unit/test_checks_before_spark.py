@@ -87,3 +87,11 @@ def test_jars_are_accepted_with_a_warning_that_chandy_needs_none(env, caplog):
     with caplog.at_level(logging.WARNING):
         env.add_jars("file:///opt/flink-connector-kafka.jar")
     assert any("needs no jars" in r.getMessage() for r in caplog.records)
+
+
+def test_overlapping_unaligned_checkpoints_are_refused(env, tmp_path):
+    job(env, storage=str(tmp_path / "ck"))
+    env.get_checkpoint_config().enable_unaligned_checkpoints().set_max_concurrent_checkpoints(2)
+    with pytest.raises(ConfigurationError, match="Unaligned checkpoints cannot overlap.*set_max_concurrent_checkpoints"
+                                                 r"\(1\)"):
+        env.execute("job")

@@ -69,6 +69,18 @@ def test_switching_after_the_aligned_timeout_records_what_is_queued_ahead_of_eac
     assert recorder.complete and _recorded(recorder) == [[[1]], [[20]], []]
 
 
+def test_a_batch_interrupted_between_two_slices_records_its_rest_first():
+    gate = InputGate([(0, 0), (0, 1)], capacity=8)
+    gate.put(0, [3, 4])
+    gate.put_priority(1, CheckpointBarrier(6, unaligned=True))
+    assert gate.has_priority()
+    gate.poll_priority()
+    recorder = gate.record_in_flight(6, done=set(), leftover=(0, [1, 2]))  # taken, half processed
+    gate.put(0, CheckpointBarrier(6))
+    assert recorder.complete and _recorded(recorder) == [[[1, 2], [3, 4]], []]
+    assert not gate.has_priority()
+
+
 def test_channels_already_aligned_or_ended_record_nothing():
     gate = InputGate([(0, 0), (0, 1)], capacity=8)
     gate.put(0, [1])  # after channel 0's barrier, which the subtask processed while aligning
