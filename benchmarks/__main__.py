@@ -162,21 +162,21 @@ def main(argv=None) -> int:
     repeats = args.repeats or (1 if args.quick else 3)
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up: Python workers, JIT
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism, columnar=True)
-    runs: dict[tuple[bool, bool], list] = {(c, k): [] for c in (False, True) for k in (False, True)}
-    unaligned_runs: list = []
+    # (columnar, checkpoints): checkpoints are None, "aligned" or "unaligned" (the record API only)
+    runs: dict[tuple[bool, str | None], list] = {(c, k): [] for c in (False, True) for k in (None, "aligned")}
+    runs[False, "unaligned"] = []
     for repeat in range(repeats):  # alternated, so that drifts of the machine hit every variant alike:
-        first = repeat % 2 == 1  # with and without checkpoints back to back, taking turns to go first
-        for columnar, checkpointing in ((c, k) for c in (False, True) for k in (first, not first)):
-            n = columnar_records if columnar else records
-            with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
-                runs[columnar, checkpointing].append(run_chandy_reference_job(
-                    spark, n, args.keys, args.parallelism, checkpoints if checkpointing else None, columnar))
-        with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:  # sends never wait: its cost
-            unaligned_runs.append(run_chandy_reference_job(spark, records, args.keys, args.parallelism, checkpoints,
-                                                           unaligned=True))
-    chandy, checkpointed = median_run(runs[False, False]), median_run(runs[False, True])
-    unaligned_checkpointed = median_run(unaligned_runs)
-    columnar, columnar_checkpointed = median_run(runs[True, False]), median_run(runs[True, True])
+        for columnar in (False, True):  # the variants of one path back to back, taking turns to go first
+            kinds = [k for c, k in runs if c == columnar]
+            for checkpoints_kind in kinds[repeat % len(kinds):] + kinds[:repeat % len(kinds)]:
+                n = columnar_records if columnar else records
+                with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
+                    runs[columnar, checkpoints_kind].append(run_chandy_reference_job(
+                        spark, n, args.keys, args.parallelism, checkpoints if checkpoints_kind else None, columnar,
+                        unaligned=checkpoints_kind == "unaligned"))
+    chandy, checkpointed = median_run(runs[False, None]), median_run(runs[False, "aligned"])
+    unaligned_checkpointed = median_run(runs[False, "unaligned"])
+    columnar, columnar_checkpointed = median_run(runs[True, None]), median_run(runs[True, "aligned"])
     baseline = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
                                      seconds=6 if args.quick else 30)
     python_state = run_python_state_count(spark, args.keys, rows_per_batch=2_000 if args.quick else 20_000,
@@ -224,8 +224,9 @@ def main(argv=None) -> int:
     batch, streaming = (median_run(bounded_runs[m]) for m in (RuntimeExecutionMode.BATCH,
                                                               RuntimeExecutionMode.STREAMING))
     # checkpoints behind a sink taking 2 ms per record (issue 16): aligned and unaligned, without and with debloating
-    backpressure = [run_backpressure(spark, 2.0, 8 if args.quick else 30, args.parallelism, debloat, unaligned)
-                    for unaligned, debloat in ((False, False), (False, True), (True, False), (True, True))]
+    backpressure = [run_backpressure(spark, 2.0, 8 if args.quick else 30, args.parallelism, debloat, unaligned, timeout)
+                    for unaligned, debloat, timeout in ((False, False, 0), (False, True, 0), (True, False, 0),
+                                                        (True, True, 0), (True, True, 300))]
     savepoints = [run_savepoint(spark, keys, 1024, args.parallelism)
                   for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
     spark.stop()
@@ -253,13 +254,15 @@ def main(argv=None) -> int:
         measured = (f"p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, max {row['max_ms']} ms{alignment}"
                     if row["measured"] else "measured nothing")
         print(f"latency {row['variant']:34} at {row['rate']:>9,}/s: {measured}")
-    overhead = paired_overhead(runs[False, False], runs[False, True])
-    columnar_overhead = paired_overhead(runs[True, False], runs[True, True])
+    overhead = paired_overhead(runs[False, None], runs[False, "aligned"])
+    unaligned_overhead = paired_overhead(runs[False, "aligned"], runs[False, "unaligned"])
+    columnar_overhead = paired_overhead(runs[True, None], runs[True, "aligned"])
     percent = lambda x: "n/a" if x is None else f"{x:.1%}"
     print(f"checkpointing overhead (median of back-to-back pairs): record API {percent(overhead)} "
           f"({checkpointed['checkpoints']} checkpoints, max sync part {checkpointed['max_checkpoint_sync_ms']} ms, "
           f"median alignment {checkpointed['median_alignment_ms']} ms); "
-          f"columnar {percent(columnar_overhead)} ({columnar_checkpointed['checkpoints']} checkpoints)")
+          f"columnar {percent(columnar_overhead)} ({columnar_checkpointed['checkpoints']} checkpoints); unaligned "
+          f"checkpoints vs aligned {percent(unaligned_overhead)}")
     for row in dips:
         print(f"throughput with {row['state_bytes']:>13,} bytes of state checkpointed every {row['interval_s']} s: "
               f"{row['rate_between_checkpoints'] or 0:,.0f}/s between, {row['rate_during_checkpoints'] or 0:,.0f}/s "
@@ -293,7 +296,8 @@ def main(argv=None) -> int:
         print(f"under backpressure ({row['per_record_ms']} ms per record at the sink, {row['seconds']} s), "
               f"{row['variant']}: {row['checkpoints']} of {row['triggered']} checkpoints completed, duration median "
               f"{row['median_duration_ms']} ms, max {row['max_duration_ms']} ms; start delay median "
-              f"{row['median_start_delay_ms']} ms, max {row['max_start_delay_ms']} ms; alignment max "
+              f"{row['median_start_delay_ms']} ms, max {row['max_start_delay_ms']} ms; {row['unaligned_checkpoints']} "
+              f"unaligned; alignment max "
               f"{row['max_alignment_ms']} ms; in flight stored median {row['median_persisted_bytes']} B, max "
               f"{row['max_persisted_bytes']} B")
     for row in savepoints:
@@ -302,6 +306,7 @@ def main(argv=None) -> int:
     report["backpressure"] = backpressure
     report["savepoints"] = savepoints
     report["checkpoint_overhead"] = overhead
+    report["unaligned_overhead"] = unaligned_overhead
     report["columnar_checkpoint_overhead"] = columnar_overhead
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"throughput-{'quick-' if args.quick else ''}"

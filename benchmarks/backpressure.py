@@ -6,7 +6,8 @@ exactly-once checkpoints every second for ``seconds``. Without buffer debloating
 12 full batches (4,096 records each) and a barrier waits behind them; with it, batches shrink so that what is
 in flight drains in about a second. Reported per variant: checkpoints completed and triggered, their duration,
 start delay (trigger to the slowest subtask's first barrier) and alignment, and for unaligned checkpoints the
-size of the records in flight they stored (channel state, pickled).
+size of the records in flight they stored (channel state, pickled). Variants: aligned and unaligned, each without
+and with debloating, and aligned switching to unaligned after a timeout (Flink's aligned checkpoint timeout).
 
 Savepoints: the job of :mod:`benchmarks.checkpoint_dip` fills ``keys`` x ``value_bytes`` of keyed state and
 holds; then one savepoint is taken and timed (trigger to the savepoint's ``_metadata``), with its size.
@@ -58,7 +59,8 @@ def _summary(values: list[float]) -> tuple[float | None, float | None]:
 
 
 def run_backpressure(spark, per_record_ms: float, seconds: float, parallelism: int, debloat: bool,
-                     unaligned: bool = False) -> dict:
+                     unaligned: bool = False, aligned_timeout_ms: int = 0) -> dict:
+    """One variant: ``unaligned`` checkpoints (from the start, or after ``aligned_timeout_ms``), ``debloat``."""
     env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(parallelism)
     env.enable_checkpointing(1000)
     env._debloat_target_ms = None if debloat else 0
@@ -66,11 +68,11 @@ def run_backpressure(spark, per_record_ms: float, seconds: float, parallelism: i
         config = env.get_checkpoint_config().set_checkpoint_storage(checkpoints)
         config.set_checkpoint_timeout(10_000).set_tolerable_checkpoint_failure_number(1_000)
         if unaligned:
-            config.enable_unaligned_checkpoints()
+            config.enable_unaligned_checkpoints().set_aligned_checkpoint_timeout(aligned_timeout_ms)
         env.from_source(SequenceSource(0, 10**12), "numbers").uid("numbers").map(lambda n: n).uid("first") \
             .key_by(lambda n: n % 100).map(lambda n: n).uid("second").sink_to(SlowSink(per_record_ms)).uid("sink")
         client = env.execute_async(f"backpressure-{'unaligned' if unaligned else 'aligned'}-"
-                                   f"{'debloat' if debloat else 'plain'}")
+                                   f"{'debloat' if debloat else 'plain'}-{aligned_timeout_ms}")
         time.sleep(seconds)
         coordinator = client._run.coordinator
         stats = coordinator.checkpoint_stats()
@@ -78,8 +80,10 @@ def run_backpressure(spark, per_record_ms: float, seconds: float, parallelism: i
         client.cancel()
     durations, delays = _summary([s.duration_ms for s in stats]), _summary([s.start_delay_ms for s in stats])
     persisted = _summary([s.persisted_bytes for s in stats])
-    return {"variant": f"{'unaligned' if unaligned else 'aligned'}, "
-                       f"{'buffer debloating (1 s)' if debloat else 'no debloating'}",
+    mode = f"aligned, unaligned after {aligned_timeout_ms} ms" if unaligned and aligned_timeout_ms else \
+        "unaligned" if unaligned else "aligned"
+    return {"variant": f"{mode}, {'buffer debloating (1 s)' if debloat else 'no debloating'}",
+            "unaligned_checkpoints": sum(1 for s in stats if s.unaligned),
             "per_record_ms": per_record_ms, "seconds": seconds, "parallelism": parallelism,
             "checkpoints": len(stats), "triggered": triggered, "timed_out_or_open": triggered - len(stats),
             "median_duration_ms": durations[0], "max_duration_ms": durations[1],

@@ -522,7 +522,8 @@ class StreamExecutionEnvironment:
         if checkpointed:
             storage.check_writable()
         _check_sources_and_sinks(graph)
-        if checkpointed and config.is_unaligned_checkpoints_enabled():
+        if checkpointed and config.is_unaligned_checkpoints_enabled() \
+                and config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE:
             _refuse_concurrent_unaligned(config)
         for path in self._python_files:
             if "://" not in path and not os.path.exists(path):

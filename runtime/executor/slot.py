@@ -203,7 +203,7 @@ class SlotRunner:
                     if self.snapshotter is not None:
                         self.snapshotter.abort(message.checkpoint_id)
                     for runner in self.runners:  # an unaligned snapshot may still be recording records in flight
-                        if runner.unaligned and runner.gate is not None:
+                        if runner.unaligned and runner.gate is not None and runner.status is SubtaskStatus.RUNNING:
                             runner.aborted.append(message.checkpoint_id)
                 elif isinstance(message, NotifyCheckpointComplete):
                     for runner in self.runners:  # finished ones too: they wait for a checkpoint with their end

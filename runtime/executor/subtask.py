@@ -116,7 +116,7 @@ class SubtaskRunner:
         self.input_edges = {edge.id: edge for edge in chain.inputs}
         self.replay: list = []  # (input number, batch): channel state of the checkpoint restored, pushed first
         self.aborted: deque = deque()  # checkpoint ids the coordinator aborted, appended by the control thread
-        self.record_cost_s = 0.0  # seconds per input record through the chain, smoothed (unaligned: slicing)
+        self.record_cost_s = [0.0, 0.0]  # seconds per record of input 1 and 2 through the chain, smoothed (slicing)
         self.watermarks = InputWatermarks(len(gate)) if gate is not None else None
         self.sent_idle = False  # whether this subtask told its consumers that it is idle
         interval_ms = slot.graph.auto_watermark_interval_ms
@@ -396,7 +396,9 @@ class SubtaskRunner:
                     self._submit_recorded()
                 if self.aligned_timeout_ms and self._overdue_barrier()[0] is not None:
                     self._check_alignment_timeout((channel, _slice(batch, start, total)))
-            cost = self.record_cost_s
+                if self.aborted:
+                    self._drop_aborted()
+            cost = self.record_cost_s[second]
             size = max(1, int(self.SLICE_S / cost)) if cost else self.FIRST_SLICE
             piece = batch if start == 0 and size >= total else _slice(batch, start, start + size)
             started = time.monotonic()
@@ -405,7 +407,7 @@ class SubtaskRunner:
             else:
                 self._push(piece, 0)
             per_record = (time.monotonic() - started) / len(piece)
-            self.record_cost_s = per_record if not cost else 0.8 * cost + 0.2 * per_record
+            self.record_cost_s[second] = per_record if not cost else 0.8 * cost + 0.2 * per_record
             start += len(piece)
 
     def _drop_aborted(self) -> None:
@@ -534,6 +536,8 @@ class SubtaskRunner:
                     continue
                 if self.aligned_timeout_ms:
                     self._check_alignment_timeout()
+                if self.aborted:
+                    self._drop_aborted()
                 if self.pending_unaligned is not None:
                     self._submit_recorded()
             writer.wait_available(0.01)

@@ -93,18 +93,30 @@ def _credit_sender(sock: socket.socket) -> Callable[[bytes], None]:
     (5 ms): once per batch, that was a bottleneck. The byte always fits (at most CREDITS are ever unread), so a
     non-blocking ``send(2)`` through ctypes.PyDLL, which keeps the GIL, returns at once; anything else falls
     back."""
+    def send_or_break(credit: bytes) -> None:
+        """The ordinary way, which raises if it fails; a connection that cannot take a credit is broken for its
+        reader too (shut down), which reports it: its producer would otherwise wait for credits forever."""
+        try:
+            sock.sendall(credit)
+        except OSError:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            raise
+
     try:
         libc_send = ctypes.PyDLL(None).send
         libc_send.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int)
         libc_send.restype = ctypes.c_ssize_t
         flags = socket.MSG_DONTWAIT | getattr(socket, "MSG_NOSIGNAL", 0)
     except (AttributeError, OSError):  # no libc send(2) here
-        return sock.sendall
+        return send_or_break
     fd = sock.fileno()  # stays open while the reader holds its makefile(): close() from elsewhere defers to it
 
     def send_credit(credit: bytes) -> None:
         if libc_send(fd, credit, 1, flags) != 1:
-            sock.sendall(credit)  # would block or failed: the ordinary way, which raises if it fails
+            send_or_break(credit)  # would block or failed
 
     return send_credit
 

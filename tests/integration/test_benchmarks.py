@@ -59,7 +59,8 @@ def test_quick_benchmark_runs_and_every_measured_variant_is_exact(tmp_path):
     assert dip["checkpoints"] >= 1 and dip["state_bytes"] > 10_000 * 1024
     assert dip["buckets_during"] > 0 and dip["buckets_between"] > 0
     assert "vs SSS JVM" in out.stdout
-    plain, debloated, unaligned, both = report["backpressure"]
+    plain, debloated, unaligned, both, switching = report["backpressure"]
+    assert switching["variant"] == "aligned, unaligned after 300 ms, buffer debloating (1 s)"
     assert "no debloating" in plain["variant"] and "debloating (1 s)" in debloated["variant"]
     assert unaligned["variant"].startswith("unaligned") and both["variant"] == "unaligned, buffer debloating (1 s)"
     assert not plain["max_persisted_bytes"], "aligned checkpoints store no records in flight"

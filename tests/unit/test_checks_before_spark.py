@@ -95,3 +95,13 @@ def test_overlapping_unaligned_checkpoints_are_refused(env, tmp_path):
     with pytest.raises(ConfigurationError, match="Unaligned checkpoints cannot overlap.*set_max_concurrent_checkpoints"
                                                  r"\(1\)"):
         env.execute("job")
+
+
+def test_overlapping_checkpoints_of_an_at_least_once_job_are_fine_its_checkpoints_stay_aligned(env, tmp_path):
+    from runtime.checkpoint_config import CheckpointingMode
+
+    job(env, storage=str(tmp_path / "ck"))
+    env.get_checkpoint_config().enable_unaligned_checkpoints().set_max_concurrent_checkpoints(2) \
+        .set_checkpointing_mode(CheckpointingMode.AT_LEAST_ONCE)
+    with pytest.raises(SparkStarted):
+        env.execute("job")
