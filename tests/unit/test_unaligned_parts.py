@@ -120,6 +120,8 @@ def test_an_unaligned_barrier_needs_no_credit_and_overtakes_the_credited_batches
 
         threading.Thread(target=send_barrier, daemon=True).start()
         assert done.wait(60), "the barrier waited for a credit"
+        with gate._cond:  # the reader puts it (put_priority notifies)
+            assert gate._cond.wait_for(gate.has_priority, timeout=60)
         channel_index, barrier = gate.poll(timeout=60)
         assert barrier == CheckpointBarrier(9) and barrier.unaligned
         recorder = gate.record_in_flight(9, done=set())
