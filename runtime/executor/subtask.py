@@ -303,12 +303,7 @@ class SubtaskRunner:
             if timer_operators:
                 wake = min(wake, self._fire_processing_timers(now))
             if unaligned:
-                if self.aborted:
-                    self._drop_aborted()
-                if self.pending_unaligned is not None:
-                    self._submit_recorded()
-                if self.aligned_timeout_ms:
-                    wake = min(wake, self._check_alignment_timeout())
+                wake = min(wake, self._tend_unaligned())
                 if not writer.available():
                     self._await_output()
             item = gate.poll(max(0.0005, wake - time.monotonic()))
@@ -390,14 +385,9 @@ class SubtaskRunner:
         while start < total:
             if start:
                 if gate.has_priority():
-                    self._on_barrier(*gate.poll_priority(), leftover=(channel, _slice(batch, start, total)))
+                    self._on_barrier(*gate.poll_priority(), leftover=(channel, batch, start))
                     continue
-                if self.pending_unaligned is not None:  # its last barrier may have come meanwhile
-                    self._submit_recorded()
-                if self.aligned_timeout_ms and self._overdue_barrier()[0] is not None:
-                    self._check_alignment_timeout((channel, _slice(batch, start, total)))
-                if self.aborted:
-                    self._drop_aborted()
+                self._tend_unaligned((channel, batch, start))
             cost = self.record_cost_s[second]
             size = max(1, int(self.SLICE_S / cost)) if cost else self.FIRST_SLICE
             piece = batch if start == 0 and size >= total else _slice(batch, start, start + size)
@@ -409,6 +399,16 @@ class SubtaskRunner:
             per_record = (time.monotonic() - started) / len(piece)
             self.record_cost_s[second] = per_record if not cost else 0.8 * cost + 0.2 * per_record
             start += len(piece)
+
+    def _tend_unaligned(self, leftover: tuple[int, list, int] | None = None) -> float:
+        """What an unaligned subtask does between two batches, two slices, or two waits for output room: forget
+        a snapshot whose checkpoint was aborted, submit one whose records in flight are all recorded, switch
+        after the aligned timeout. Returns when (monotonic s) the timeout is next due."""
+        if self.aborted:
+            self._drop_aborted()
+        if self.pending_unaligned is not None:
+            self._submit_recorded()
+        return self._check_alignment_timeout(leftover) if self.aligned_timeout_ms else float("inf")
 
     def _drop_aborted(self) -> None:
         """Forget an unaligned snapshot still recording whose checkpoint the coordinator aborted."""
@@ -427,59 +427,54 @@ class SubtaskRunner:
             if operator.keyed is not None:
                 operator.keyed.discard()
 
-    def _on_barrier(self, channel: int, barrier: CheckpointBarrier, leftover: tuple[int, list] | None = None
-                    ) -> None:
-        """``leftover``: records taken from the gate and not processed yet (see :meth:`_push_in_slices`)."""
+    def _note_first_barrier(self, barrier: CheckpointBarrier) -> None:
+        """The first barrier of its checkpoint here: when it came says how long it waited in queues on the way."""
+        aligner = self.aligner
+        if barrier.checkpoint_id != aligner.current and barrier.checkpoint_id > aligner.last_completed:
+            self.barrier = barrier
+            self.barrier_arrived_ms = time.time() * 1000.0
+
+    def _on_barrier(self, channel: int, barrier: CheckpointBarrier,
+                    leftover: tuple[int, list, int] | None = None) -> None:
+        """``leftover``: ``(channel, batch, start)``, a batch taken from the gate whose records from ``start`` on
+        are not processed yet (see :meth:`_push_in_slices`)."""
         aligner = self.aligner
         checkpoint_id = barrier.checkpoint_id
-        first = checkpoint_id != aligner.current and checkpoint_id > aligner.last_completed
-        if first:
-            self.barrier = barrier  # the first of its checkpoint here: when it came says how long
-            self.barrier_arrived_ms = time.time() * 1000.0  # it waited in queues on the way
+        self._note_first_barrier(barrier)
         if self.unaligned and barrier.savepoint is None and (barrier.unaligned or self._alignment_timed_out(barrier)):
             if checkpoint_id > aligner.last_completed and (aligner.current is None or checkpoint_id >= aligner.current):
-                done = set(aligner.seen) if aligner.current == checkpoint_id else set()
-                if not barrier.unaligned:  # polled in order: nothing of this channel is in flight before it
-                    done.add(channel)
-                self._checkpoint_unaligned(checkpoint_id, done, leftover)
+                # polled in order: nothing of this channel is in flight before it
+                self._checkpoint_unaligned(checkpoint_id, None if barrier.unaligned else channel, leftover)
             return
         self._on_alignment(aligner.on_barrier(channel, checkpoint_id, barrier.savepoint), channel, checkpoint_id)
 
     def _alignment_timed_out(self, barrier: CheckpointBarrier) -> bool:
         return time.time() * 1000.0 - barrier.timestamp_ms >= self.aligned_timeout_ms
 
-    def _check_alignment_timeout(self, leftover: tuple[int, list] | None = None) -> float:
+    def _check_alignment_timeout(self, leftover: tuple[int, list, int] | None = None) -> float:
         """Switch to unaligned if the newest barrier that reached the gate (queued, or being aligned) was
-        triggered longer ago than the aligned timeout; else when (monotonic s) it would be."""
-        barrier, deadline = self._overdue_barrier()
-        if barrier is None:
-            return deadline
-        aligner = self.aligner
-        if aligner.current != barrier.checkpoint_id:
-            self.barrier = barrier
-            self.barrier_arrived_ms = time.time() * 1000.0
-        self._checkpoint_unaligned(barrier.checkpoint_id,
-                                   set(aligner.seen) if aligner.current == barrier.checkpoint_id else set(), leftover)
-        return float("inf")
-
-    def _overdue_barrier(self) -> tuple[CheckpointBarrier | None, float]:
-        """The newest barrier that reached the gate if the aligned timeout has passed for it, else None and when
-        (monotonic s) it will have (never: no barrier is on its way)."""
+        triggered longer ago than the aligned timeout; else return when (monotonic s) it will have been."""
         barrier = self.gate.announced
         if barrier is None or barrier.savepoint is not None or barrier.checkpoint_id <= self.aligner.last_completed:
-            return None, float("inf")
+            return float("inf")
         remaining_ms = barrier.timestamp_ms + self.aligned_timeout_ms - time.time() * 1000.0
         if remaining_ms > 0:
-            return None, time.monotonic() + remaining_ms / 1000.0
-        return barrier, 0.0
+            return time.monotonic() + remaining_ms / 1000.0
+        self._note_first_barrier(barrier)
+        self._checkpoint_unaligned(barrier.checkpoint_id, None, leftover)
+        return float("inf")
 
-    def _checkpoint_unaligned(self, checkpoint_id: CheckpointId, done: set[int],
-                              leftover: tuple[int, list] | None = None) -> None:
+    def _checkpoint_unaligned(self, checkpoint_id: CheckpointId, polled: int | None,
+                              leftover: tuple[int, list, int] | None = None) -> None:
         """Snapshot now, ahead of the records in flight: forward the barrier as a priority event and record, as
-        channel state, what each channel carries before its barrier (``done``: channels with nothing left;
-        ``leftover``: records taken from a channel and not processed yet)."""
+        channel state, what each channel carries before its barrier. Nothing is left on the channels that
+        delivered their barrier while aligning, nor on ``polled`` (whose barrier was just taken in order), nor on
+        ended ones; ``leftover``: records taken from a channel and not processed yet."""
         aligner = self.aligner
+        done = set(aligner.seen) if aligner.current == checkpoint_id else set()
         done |= aligner.ended
+        if polled is not None:
+            done.add(polled)
         aligner.take_unaligned(checkpoint_id)
         self.gate.unblock_all()
         if self.pending_unaligned is not None:
@@ -490,6 +485,9 @@ class SubtaskRunner:
                      superseded.checkpoint_id, self.chain.describe(), checkpoint_id)
             self._discard(superseded)
             self.pending_unaligned = None
+        if leftover is not None:
+            channel, batch, start = leftover
+            leftover = (channel, _slice(batch, start, len(batch)))
         recorder = self.gate.record_in_flight(checkpoint_id, done, leftover)
         barrier = self.barrier
         delay = self.barrier_arrived_ms - barrier.timestamp_ms if barrier.timestamp_ms else 0.0
@@ -534,12 +532,7 @@ class SubtaskRunner:
                 if item is not None:
                     self._on_barrier(*item)
                     continue
-                if self.aligned_timeout_ms:
-                    self._check_alignment_timeout()
-                if self.aborted:
-                    self._drop_aborted()
-                if self.pending_unaligned is not None:
-                    self._submit_recorded()
+                self._tend_unaligned()
             writer.wait_available(0.01)
 
     # -- time -------------------------------------------------------------------------------------------
