@@ -120,13 +120,13 @@ _SCHEMA_INSTEAD = ("json.dumps / json.loads (or csv, fastavro) in your own Sourc
                    "sink; SimpleStringSchema for text")
 
 # module -> {name: why it is missing}, for modules that exist but lack a few of PyFlink's names
-_ROCKSDB = Absence("PyFlink's EmbeddedRocksDBStateBackend (RocksDB state, incremental checkpoints)",
-                   "Chandy's RocksDB backend is not built yet; every keyed state lives in the Python heap",
-                   "HashMapStateBackend() (the default): state must fit the workers' memory")
+_ROCKSDB = Absence("PyFlink's PredefinedOptions (RocksDB tuning presets for Flink's JVM RocksDB)",
+                   "Chandy sizes RocksDB itself: one block cache and write-buffer budget per worker process",
+                   "EmbeddedRocksDBStateBackend(block_cache_bytes=..., write_buffer_bytes=...)")
 
 MISSING_NAMES: dict[str, dict[str, Absence]] = {
-    "runtime.datastream": {"EmbeddedRocksDBStateBackend": _ROCKSDB, "PredefinedOptions": _ROCKSDB},
-    "runtime.datastream.state_backend": {"EmbeddedRocksDBStateBackend": _ROCKSDB, "PredefinedOptions": _ROCKSDB},
+    "runtime.datastream": {"PredefinedOptions": _ROCKSDB},
+    "runtime.datastream.state_backend": {"PredefinedOptions": _ROCKSDB},
     _PACKAGE: {
         **dict.fromkeys(["KafkaSource", "FlinkKafkaConsumer", "FlinkKafkaProducer", "Semantic"], _KAFKA),
         **dict.fromkeys(["DynamicKafkaSource", "DynamicKafkaSourceBuilder", "KafkaMetadataService",

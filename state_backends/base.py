@@ -182,8 +182,9 @@ class KeyedSnapshot(ABC):
 
     @abstractmethod
     def serialized(self) -> Iterator[tuple[KeyGroup, bytes]]:
-        """``(key group, payload)`` rows to store, one key group at a time; ``restore_key_group`` reads a
-        payload back. Exhausting or closing the iterator releases the snapshot."""
+        """``(key group, payload)`` rows to store; ``restore_key_group`` reads a payload back. A key group may
+        take several rows (one per state, say): a restore loads each. Exhausting or closing the iterator releases
+        the snapshot."""
 
     @abstractmethod
     def discard(self) -> None:
@@ -274,6 +275,9 @@ class KeyedStateBackend(ABC):
     @abstractmethod
     def restore_key_group(self, group: KeyGroup, payload: bytes) -> None:
         """Load one key group, as a snapshot's ``serialized()`` wrote it; before any record is processed."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` completed (a backend with incremental snapshots reuses its files)."""
 
     def close(self) -> None:
         """Release what the backend holds (files, handles) when its subtask ends."""

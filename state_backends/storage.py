@@ -5,6 +5,8 @@ Layout (DESIGN §3)::
     <root>/<job>/chk-<n>/<operator uid>/<subtask>.arrow   state of one operator subtask
     <root>/<job>/chk-<n>/_metadata                        JSON, written last: the commit marker
     <root>/<job>/finished/<token>/<uid>/<subtask>.arrow   final state of a finished subtask (FLIP-147)
+    <root>/<job>/shared/<uid>/<instance>-<n>.sst          a RocksDB file of incremental checkpoints, stored once
+    <root>/<job>/chk-<n>/<uid>/<subtask>.rocksdb/<file>   the few small files of one incremental RocksDB snapshot
     <root>/<job>/_job.json                                where the running job's control endpoint listens
     <savepoints>/savepoint-<n>-<hex>/...                  a savepoint: self-contained, never deleted
 
@@ -45,7 +47,7 @@ from runtime.errors import (
 )
 from runtime.filesystems import filesystem_for
 from runtime.ids import CheckpointId, KeyGroup, SubtaskIndex
-from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, CompletedCheckpoint, StateHandle
+from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, CompletedCheckpoint, SharedFile, StateHandle
 from state_backends.checkpoint_store import CheckpointStore
 
 __all__ = ["CheckpointStorage", "SavepointStorage", "CheckpointStatus", "StoredCheckpoint", "OPERATOR_STATE_GROUP",
@@ -54,6 +56,7 @@ __all__ = ["CheckpointStorage", "SavepointStorage", "CheckpointStatus", "StoredC
 METADATA = "_metadata"
 JOB_CONTROL = "_job.json"
 FINISHED_PREFIX = "../finished/"  # a handle path of a finished subtask's final state
+SHARED = "shared"
 _CHK = re.compile(r"^chk-(\d+)$")
 _SCHEMA = pa.schema([pa.field("key_group", pa.int32()), pa.field("payload", pa.large_binary())])
 
@@ -125,6 +128,10 @@ def _verified_rows(data: bytes, handle: StateHandle) -> tuple[str | None, list]:
 def _absolute_url(url: str) -> str:
     """A local path as an absolute ``file://`` URL; any other URL as it is."""
     return url if "://" in url else "file://" + os.path.abspath(url)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "operator"
 
 
 def job_directory_name(job_name: str) -> str:
@@ -320,6 +327,78 @@ class CheckpointStorage:
     def remove_job_control(self) -> None:
         self.store.delete(posixpath.join(self.job_dir, JOB_CONTROL))
 
+    # -- files stored once, referenced by many checkpoints (incremental RocksDB snapshots) ----------------
+
+    def upload_shared(self, checkpoint_id: CheckpointId, local_path: str, uid: str, name: str) -> SharedFile:
+        """Store a local file under ``shared/<uid>/<name>``, for checkpoint ``checkpoint_id`` and the later ones
+        that reference it."""
+        return self._upload(local_path, posixpath.join(SHARED, _safe(uid), name), checkpoint_id)
+
+    def upload_private(self, checkpoint_id: CheckpointId, local_path: str, relative: str) -> SharedFile:
+        """Store a local file in checkpoint ``checkpoint_id``'s directory (deleted with it); its ``path`` is
+        relative to that directory."""
+        stored = self._upload(local_path, posixpath.join(f"chk-{checkpoint_id}", relative), checkpoint_id)
+        return replace(stored, path=relative)
+
+    def private_file(self, checkpoint_id: CheckpointId, stored: SharedFile) -> SharedFile:
+        """A file :meth:`upload_private` stored, with its path relative to the job's directory."""
+        return replace(stored, path=posixpath.join(f"chk-{checkpoint_id}", stored.path))
+
+    def _upload(self, local_path: str, relative: str, checkpoint_id: CheckpointId) -> SharedFile:
+        """Few calls, each releasing the GIL for all its work: the subtask's thread holds the GIL between them, and a
+        thread that gives it up waits up to a switch interval (5 ms) to get it back, so a copy in 8 MB chunks (two
+        calls per chunk, and open and close) took ~0.1 s per small file while records flowed."""
+        path = posixpath.join(self.job_dir, relative)
+        data = pa.memory_map(local_path).read_buffer()
+        crc = zlib.crc32(data)
+        if self.store.is_local:  # the files never change: a hard link is the copy (a real copy across devices)
+            try:
+                os.makedirs(posixpath.dirname(path), exist_ok=True)
+                os.link(local_path, path)
+            except FileExistsError:  # a retried upload of the same file
+                pass
+            except OSError:
+                self.store.write(path, data)
+        else:
+            self.store.write(path, data)
+        return SharedFile(relative, data.size, _checksum_text(crc), checkpoint_id)
+
+    def download(self, stored: SharedFile, local_path: str) -> None:
+        """A stored file (its path relative to the job's directory) to ``local_path``, checked against its size
+        and checksum; CorruptCheckpointError naming it when it is missing or differs."""
+        path = posixpath.join(self.job_dir, stored.path)
+        problem = None
+        for _ in range(2):  # a short or failed read is not damage: read once more before calling it corrupt
+            try:
+                data = self.store.read(path)
+            except FileNotFoundError:
+                problem = "is missing"
+                continue
+            actual = _checksum_text(zlib.crc32(data))
+            if len(data) != stored.size:
+                problem = f"has {len(data)} bytes, {stored.size} were stored"
+            elif actual != stored.checksum:
+                problem = f"does not match the checksum stored with it ({actual}, not {stored.checksum})"
+            else:
+                with open(local_path, "wb") as sink:
+                    sink.write(data)
+                return
+        raise CorruptCheckpointError(f"RocksDB file {path} {problem}: it was changed or deleted after the checkpoint. "
+                                     f"Restore an older checkpoint. {self.usable_hint()}".rstrip())
+
+    def shared_files(self) -> list[str]:
+        """Every file under ``shared/``, relative to the job's directory."""
+        root = posixpath.join(self.job_dir, SHARED)
+        found = []
+        for uid in self.store.list(root):
+            for name in self.store.list(posixpath.join(root, uid)):
+                found.append(posixpath.join(SHARED, uid, name))
+        return found
+
+    def delete_shared(self, paths) -> None:
+        for relative in paths:
+            self.store.delete(posixpath.join(self.job_dir, relative))
+
     # -- reading -------------------------------------------------------------------------------------
 
     def checkpoint_ids(self) -> list[CheckpointId]:
@@ -373,6 +452,13 @@ class CheckpointStorage:
                 continue
             if size != handle.size:
                 found.append(f"state file {path} has {size} bytes, {handle.size} were written")
+            for stored in handle.shared:
+                shared_path = posixpath.join(self.job_dir, stored.path)
+                try:
+                    if self.store.size(shared_path) != stored.size:
+                        found.append(f"RocksDB file {shared_path} does not have the {stored.size} bytes stored")
+                except FileNotFoundError:
+                    found.append(f"RocksDB file {shared_path} is missing")
         return found
 
     def validated_checkpoint(self, checkpoint_id: CheckpointId) -> CompletedCheckpoint:

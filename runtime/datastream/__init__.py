@@ -50,7 +50,7 @@ from runtime.datastream.connected_streams import ConnectedStreams
 from runtime.datastream.data_stream import CloseableIterator, DataStream, DataStreamSink, KeyedStream
 from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.execution_mode import RuntimeExecutionMode
-from runtime.datastream.state_backend import HashMapStateBackend, StateBackend
+from runtime.datastream.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend, StateBackend
 from runtime.datastream.stream_execution_environment import StreamExecutionEnvironment
 from runtime.datastream.windowed_stream import AllWindowedStream, WindowedStream
 from runtime.not_provided import absent_names
@@ -82,6 +82,7 @@ __all__ = [
     "CustomCheckpointStorage",
     "StateBackend",
     "HashMapStateBackend",
+    "EmbeddedRocksDBStateBackend",
     "OutputTag",
     "Function",
     "RuntimeContext",
@@ -109,4 +110,4 @@ __all__ = [
     "ProcessAllWindowFunction",
 ]
 
-__getattr__ = absent_names(__name__)  # EmbeddedRocksDBStateBackend: says why it is missing
+__getattr__ = absent_names(__name__)  # PredefinedOptions: says why it is missing

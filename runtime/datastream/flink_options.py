@@ -65,16 +65,15 @@ def _duration(config: Configuration, key: str, default: str) -> float:
 
 
 def _state_backend(env, config: Configuration) -> None:
-    from state_backends.heap import HashMapStateBackend
+    from runtime.datastream.state_backend import state_backend_named
 
-    kind = (config.get_string("state.backend.type") or config.get_string("state.backend") or "").lower()
-    if kind in ("hashmap", "heap", "filesystem", "jobmanager"):
-        env.set_state_backend(HashMapStateBackend())
-    elif kind == "rocksdb":
-        raise ConfigurationError("state.backend.type = 'rocksdb': the embedded RocksDB backend is not in Chandy "
-                                 "yet; use 'hashmap' (keyed state in the workers' memory).")
-    elif kind:
-        raise ConfigurationError(f"state.backend.type = {kind!r}: Chandy has 'hashmap'.")
+    key = "state.backend.type" if config.get_string("state.backend.type") else "state.backend"
+    kind = config.get_string(key) or ""
+    if kind:
+        incremental = (config.get_string("execution.checkpointing.incremental")
+                       or config.get_string("state.backend.incremental") or "false").strip().lower() == "true"
+        local_dir = config.get_string("state.backend.rocksdb.localdir")
+        env.set_state_backend(state_backend_named(kind, incremental, local_dir, key))
 
 
 def _checkpointing(env, config: Configuration) -> None:
@@ -133,7 +132,8 @@ _HANDLED = {
     "restart-strategy.failure-rate.delay", "restart-strategy.exponential-delay.initial-backoff",
     "restart-strategy.exponential-delay.max-backoff", "restart-strategy.exponential-delay.backoff-multiplier",
     "restart-strategy.exponential-delay.reset-backoff-threshold", "restart-strategy.exponential-delay.jitter-factor",
-    "state.backend.type", "execution.checkpointing.interval", "execution.checkpointing.mode",
+    "state.backend.type", "execution.checkpointing.incremental", "state.backend.incremental",
+    "state.backend.rocksdb.localdir", "execution.checkpointing.interval", "execution.checkpointing.mode",
     "execution.checkpointing.timeout", "execution.checkpointing.min-pause",
     "execution.checkpointing.max-concurrent-checkpoints", "execution.checkpointing.tolerable-failed-checkpoints",
     "state.checkpoints.num-retained", "execution.checkpointing.num-retained", "state.checkpoints.dir",

@@ -30,6 +30,12 @@ from runtime.datastream.data_stream import DataStream, positive_int
 from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.execution_mode import RuntimeExecutionMode
 from runtime.datastream.flink_options import apply_configuration
+from runtime.datastream.state_backend import (
+    INCREMENTAL_CONF,
+    ROCKSDB_LOCAL_DIR_CONF,
+    STATE_BACKEND_CONF,
+    state_backend_named,
+)
 from runtime.driver.control_server import DEBLOAT_TARGET_CONF, HEARTBEAT_TIMEOUT_CONF, UNALIGNED_CONF
 from runtime.driver.coordinator import CheckpointCoordinator
 from runtime.driver.launcher import obtain_spark_session, require_slots
@@ -481,13 +487,15 @@ class StreamExecutionEnvironment:
         """
         return self._compile(job_name, self._max_parallelism)
 
-    def _compile(self, job_name: str, max_parallelism: int | None, checkpointing: CheckpointSettings | None = None):
+    def _compile(self, job_name: str, max_parallelism: int | None, checkpointing: CheckpointSettings | None = None,
+                 state_backend: StateBackend | None = None):
         if not self._transformations and self._executed:
             raise JobGraphError(
                 f"This environment already launched job '{self._executed[-1]}', and launching a job consumes the "
                 "streams declared for it (as in Flink). Declare the streams again before calling execute() again.")
         return compile_job_graph(self._transformations, job_name, self._parallelism, max_parallelism,
-                                 self._buffer_timeout_ms, self._batch_size, checkpointing, self._state_backend,
+                                 self._buffer_timeout_ms, self._batch_size, checkpointing,
+                                 state_backend or self._state_backend,
                                  self._chaining, self._execution_config.get_global_job_parameters().to_dict(),
                                  self._execution_config.get_auto_watermark_interval(), self._batch())
 
@@ -560,7 +568,7 @@ class StreamExecutionEnvironment:
             if unaligned:
                 _refuse_concurrent_unaligned(config)
             checkpointing = CheckpointSettings(exactly_once, storage, unaligned, config.aligned_timeout_ms)
-        graph = self._compile(job_name, max_parallelism, checkpointing)
+        graph = self._compile(job_name, max_parallelism, checkpointing, _state_backend_from(spark))
         debloat = self._debloat_target_ms
         if debloat is None:
             debloat = spark.conf.get(DEBLOAT_TARGET_CONF, None)
@@ -605,3 +613,13 @@ class StreamExecutionEnvironment:
             if _interactive():  # a notebook or a REPL goes on: the interrupt is theirs to handle
                 raise
             raise SystemExit(130) from None
+
+
+def _state_backend_from(spark) -> StateBackend | None:
+    """The state backend the Spark conf chooses (``spark.chandy.stateBackend``), overriding the job's; None when
+    it chooses none."""
+    kind = spark.conf.get(STATE_BACKEND_CONF, None)
+    if not kind:
+        return None
+    incremental = str(spark.conf.get(INCREMENTAL_CONF, "false")).strip().lower() == "true"
+    return state_backend_named(kind, incremental, spark.conf.get(ROCKSDB_LOCAL_DIR_CONF, None), STATE_BACKEND_CONF)

@@ -525,6 +525,7 @@ class CheckpointCoordinator:
         completed = [s.checkpoint_id for s in stored if s.status is CheckpointStatus.COMPLETED]
         keep = set(completed[-self.config.retained:])
         newest = completed[-1] if completed else 0
+        released: set[str] = set()  # shared files the deleted checkpoints referenced
         for entry in stored:
             superseded = entry.status is CheckpointStatus.COMPLETED and entry.checkpoint_id not in keep
             abandoned = (entry.status is CheckpointStatus.INCOMPLETE and entry.checkpoint_id < newest
@@ -535,24 +536,39 @@ class CheckpointCoordinator:
                 except StorageUnreachableError as exc:  # cleanup is best effort; the next commit tries again
                     log.warning("could not delete checkpoint %d: %s", entry.checkpoint_id, exc)
                     return
+                if entry.checkpoint is not None:
+                    released.update(f.path for h in entry.checkpoint.state_handles for f in h.shared)
+        if released:
+            # A retained checkpoint may reference them too. No pending one can reference a file only deleted ones
+            # did: an SST file RocksDB compacted away never comes back, and a subtask reuses only files of the
+            # newest completed checkpoint it was told of.
+            referenced = {f.path for entry in stored if entry.checkpoint_id in keep and entry.checkpoint is not None
+                          for h in entry.checkpoint.state_handles for f in h.shared}
+            try:
+                self.storage.delete_shared(sorted(released - referenced))
+            except StorageUnreachableError as exc:
+                log.warning("could not delete files of old checkpoints: %s", exc)
 
     def _delete_unreferenced_final_states(self) -> None:
         """Final states of finished subtasks that no checkpoint references any more. Only between attempts and
         at the end, when no slot is writing one (a final state is stored before its subtask says so), and only
         when every checkpoint's metadata could be read: one that could not may reference any of them."""
         token_of = self.storage.final_state_token
-        referenced = set()
+        referenced, shared = set(), set()
         try:
             for entry in self.storage.survey():
                 if entry.status is CheckpointStatus.UNREADABLE:
                     return
                 if entry.checkpoint is not None:
                     referenced.update(token_of(h) for h in entry.checkpoint.state_handles)
+                    shared.update(f.path for h in entry.checkpoint.state_handles for f in h.shared)
             for token in self.storage.final_state_tokens():
                 if token not in referenced:
                     self.storage.delete_final_state(token)
+            # Files of incremental checkpoints that never completed (aborted, or their attempt failed).
+            self.storage.delete_shared(sorted(set(self.storage.shared_files()) - shared))
         except Exception as exc:  # best effort: the next commit tries again
-            log.debug("could not delete final states: %s", exc)
+            log.debug("could not delete final states or unreferenced shared files: %s", exc)
 
     def _abort_all(self, reason: str) -> None:
         for checkpoint_id in list(self.pending):

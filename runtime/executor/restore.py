@@ -28,6 +28,7 @@ import pickle
 
 from runtime.ids import SubtaskIndex
 from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, UNION_PREFIX, RestoreSpec
+from state_backends.rocksdb.incremental import restore_native_state
 
 __all__ = ["restore_operator", "UNION_PREFIX"]
 
@@ -40,8 +41,12 @@ def restore_operator(storage, spec: RestoreSpec, operator, backend, subtask: Sub
         start, end = spec.key_groups
         wanted = set(range(start, end + 1))
         for handle in spec.keyed:
-            for group, payload in storage.read_state_rows(spec.checkpoint_id, handle, wanted):
-                backend.restore_key_group(group, payload)
+            if not handle.is_native:
+                for group, payload in storage.read_state_rows(spec.checkpoint_id, handle, wanted):
+                    backend.restore_key_group(group, payload)
+        native = [handle for handle in spec.keyed if handle.is_native]
+        if native:  # incremental RocksDB snapshots: their files, into any backend
+            restore_native_state(storage, spec.checkpoint_id, native, backend, (start, end))
     if spec.operator:
         combined: dict[str, list] = {}
         for handle in spec.operator:

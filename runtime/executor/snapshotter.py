@@ -16,6 +16,7 @@ when every later checkpoint would fail the same way (state that cannot be pickle
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import queue
@@ -26,7 +27,7 @@ from typing import Any, Iterator
 
 from runtime.errors import ChandyError, UnpicklableStateError
 from runtime.ids import Attempt, ChainIndex, CheckpointId, SubtaskIndex
-from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP
+from runtime.protocol.checkpoints import NATIVE_STATE_GROUP, OPERATOR_STATE_GROUP
 from runtime.protocol.messages import AcknowledgeCheckpoint, DeclineCheckpoint, DeclineKind, SubtaskFinished
 from state_backends.base import KeyedSnapshot
 from state_backends.pickling import pickle_state
@@ -173,12 +174,22 @@ class Snapshotter:
                 if operator.channel_state is not None:
                     rows.extend(operator.channel_state.rows())
                     persisted += operator.channel_state.bytes
-                if operator.keyed is not None or rows:  # keyed groups stream straight into the file
-                    keyed = operator.keyed.serialized() if operator.keyed is not None else ()
-                    handles.append(storage.write_state_file(
+                native = (operator.keyed is not None and getattr(operator.keyed, "incremental", False)
+                          and snapshot.savepoint is None and snapshot.final is None)
+                keyed, shared = (), ()
+                if native:  # an incremental snapshot: its files uploaded, their manifest in the state file
+                    manifest, shared = operator.keyed.upload(storage, snapshot.checkpoint_id, snapshot.subtask)
+                    rows.append((NATIVE_STATE_GROUP, manifest))
+                elif operator.keyed is not None:  # keyed groups stream straight into the file
+                    keyed = operator.keyed.serialized()
+                if operator.keyed is not None or rows:
+                    handle = storage.write_state_file(
                         snapshot.checkpoint_id, operator.uid, snapshot.subtask,
                         self._unless_aborted(snapshot.checkpoint_id, itertools.chain(rows, keyed)),
-                        **({"finished": snapshot.final} if snapshot.final is not None else {})))
+                        **({"finished": snapshot.final} if snapshot.final is not None else {}))
+                    if native:
+                        handle = dataclasses.replace(handle, native_range=operator.keyed.key_range, shared=shared)
+                    handles.append(handle)
             except UnpicklableStateError as exc:  # name the operator: the state's name is in the message
                 raise UnpicklableStateError(f"operator uid '{operator.uid}': {exc}") from exc
             if operator.source_position is not None:

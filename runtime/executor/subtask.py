@@ -627,5 +627,8 @@ class SubtaskRunner:
                                started, self.chain.describe(), final)
 
     def _notify(self, checkpoint_id: CheckpointId) -> None:
+        for backend in self.backends:
+            if backend is not None:
+                backend.notify_checkpoint_complete(checkpoint_id)
         for index in range(len(self.operators)):
             self._call(index, "notify_checkpoint_complete", checkpoint_id)

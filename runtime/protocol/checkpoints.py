@@ -31,6 +31,8 @@ from runtime.ids import ChainIndex, CheckpointId, KeyGroup, SubtaskIndex
 
 __all__ = ["UNION_PREFIX", 
     "OPERATOR_STATE_GROUP",
+    "NATIVE_STATE_GROUP",
+    "SharedFile",
     "CHANNEL_KEY_GROUP_BASE",
     "CHANNEL_STATE_GROUP",
     "PINNED_CHANNEL_STATE_GROUP",
@@ -57,6 +59,9 @@ OPERATOR_STATE_GROUP = KeyGroup(-1)
 CHANNEL_KEY_GROUP_BASE = 1 << 16  # above any key group (max parallelism is at most 32,768)
 CHANNEL_STATE_GROUP = KeyGroup(-2)
 PINNED_CHANNEL_STATE_GROUP = KeyGroup(-3)
+# The row holding the manifest of a keyed backend's native incremental snapshot (RocksDB's files, listed in
+# state_backends.rocksdb.incremental), in place of one row per key group.
+NATIVE_STATE_GROUP = KeyGroup(-4)
 UNION_PREFIX = "union:"  # operator list state every subtask receives whole on a restore (Flink's union state)
 METADATA_FORMAT = 1
 
@@ -67,6 +72,31 @@ class SubtaskId:
 
     chain: ChainIndex
     subtask: SubtaskIndex
+
+
+@dataclass(frozen=True)
+class SharedFile:
+    """A file stored once and referenced by every checkpoint that needs it (an SST file of an incremental
+    RocksDB checkpoint): its path relative to the job's directory, size, checksum, and the checkpoint that
+    uploaded it.
+
+    >>> f = SharedFile("shared/count/ab12-000009.sst", 4096, "crc32:0badf00d", 7)
+    >>> SharedFile.from_metadata(f.to_metadata()) == f
+    True
+    """
+
+    path: str
+    size: int
+    checksum: str
+    uploaded_in: CheckpointId
+
+    def to_metadata(self) -> dict:
+        return {"path": self.path, "size": self.size, "checksum": self.checksum, "uploaded_in": self.uploaded_in}
+
+    @classmethod
+    def from_metadata(cls, entry: Mapping) -> "SharedFile":
+        return cls(str(entry["path"]), int(entry["size"]), str(entry["checksum"]),
+                   CheckpointId(int(entry["uploaded_in"])))
 
 
 @dataclass(frozen=True)
@@ -88,10 +118,29 @@ class StateHandle:
     size: int
     key_groups: tuple[KeyGroup, ...]  # in the file's batch order
     checksum: str | None = None  # 'crc32:<hex>' of its rows (storage.checksum); None before checksums
+    # A native (incremental RocksDB) snapshot: the key groups it covers (inclusive), and the shared files it uses.
+    native_range: tuple[KeyGroup, KeyGroup] | None = None
+    shared: tuple[SharedFile, ...] = ()
 
     @property
     def keyed_groups(self) -> tuple[KeyGroup, ...]:
-        return tuple(g for g in self.key_groups if 0 <= g < CHANNEL_KEY_GROUP_BASE)
+        groups = tuple(g for g in self.key_groups if 0 <= g < CHANNEL_KEY_GROUP_BASE)
+        if self.native_range is not None:
+            groups += tuple(KeyGroup(g) for g in range(self.native_range[0], self.native_range[1] + 1))
+        return groups
+
+    @property
+    def is_native(self) -> bool:
+        return self.native_range is not None
+
+    def uploaded_bytes(self, checkpoint_id: CheckpointId) -> int:
+        """What checkpoint ``checkpoint_id`` stored for this handle: its file and the shared files it uploaded."""
+        return self.size + sum(f.size for f in self.shared if f.uploaded_in == checkpoint_id)
+
+    @property
+    def full_bytes(self) -> int:
+        """Its file and every shared file it references: what a restore reads."""
+        return self.size + sum(f.size for f in self.shared)
 
     @property
     def has_operator_state(self) -> bool:
@@ -112,12 +161,18 @@ class StateHandle:
                  "key_groups": list(self.key_groups)}
         if self.checksum is not None:
             entry["checksum"] = self.checksum
+        if self.native_range is not None:
+            entry["native_range"] = list(self.native_range)
+            entry["shared"] = [f.to_metadata() for f in self.shared]
         return entry
 
     @classmethod
     def from_metadata(cls, entry: Mapping) -> "StateHandle":
+        native = entry.get("native_range")
         return cls(str(entry["uid"]), SubtaskIndex(int(entry["subtask"])), str(entry["path"]), int(entry["size"]),
-                   tuple(KeyGroup(int(g)) for g in entry["key_groups"]), entry.get("checksum"))
+                   tuple(KeyGroup(int(g)) for g in entry["key_groups"]), entry.get("checksum"),
+                   None if native is None else (KeyGroup(int(native[0])), KeyGroup(int(native[1]))),
+                   tuple(SharedFile.from_metadata(f) for f in entry.get("shared", ())))
 
 
 @dataclass(frozen=True)
@@ -235,7 +290,7 @@ class PendingCheckpoint:
                                round(max((a.sync_ms for a in acks), default=0.0), 3),
                                round(max((a.async_ms for a in acks), default=0.0), 3),
                                round(max((a.alignment_ms for a in acks), default=0.0), 3),
-                               sum(h.size for a in acks for h in a.state), completed_at,
+                               sum(h.uploaded_bytes(self.checkpoint_id) for a in acks for h in a.state), completed_at,
                                round(max((a.start_delay_ms for a in acks), default=0.0), 3),
                                sum(a.persisted_bytes for a in acks), any(a.unaligned for a in acks))
 

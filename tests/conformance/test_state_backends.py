@@ -36,6 +36,7 @@ from state_backends import (
     ValueStateDescriptor,
 )
 from state_backends.base import KeyedStateBackend
+from state_backends.rocksdb import EmbeddedRocksDBStateBackend
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class Implementation:
 
 STATE_BACKENDS = [
     pytest.param(Implementation(lambda directory: HashMapStateBackend(), values_by_reference=True), id="hashmap"),
+    pytest.param(Implementation(lambda directory: EmbeddedRocksDBStateBackend(db_storage_path=str(directory)),
+                                values_by_reference=False), id="rocksdb"),
 ]
 
 MAX_PARALLELISM = 128
@@ -190,8 +193,8 @@ def change_in_place(implementation: Implementation, state, change: Callable) -> 
 def rows_of(snapshot) -> list:
     assert snapshot is not None
     rows = list(snapshot.serialized())
-    groups = [group for group, _ in rows]
-    assert len(groups) == len(set(groups)), "each key group is written once"
+    written = [(group, name) for group, payload in rows for name in pickle.loads(payload)]
+    assert len(written) == len(set(written)), "each state of a key group is written once"
     return rows
 
 
@@ -737,7 +740,7 @@ def test_two_snapshots_in_flight_each_hold_their_own_barrier(keyed, implementati
 
 
 @pytest.mark.parametrize("touched", [False, True], ids=["untouched", "touched-after-barrier"])
-def test_an_unpicklable_value_fails_serialization_naming_the_state(keyed, touched):
+def test_an_unpicklable_value_fails_serialization_naming_the_state(keyed, touched, implementation):
     backend = keyed()
     fine = backend.get_state(ValueStateDescriptor("fine"))
     bad = backend.get_state(ValueStateDescriptor("bad"))
@@ -745,6 +748,11 @@ def test_an_unpicklable_value_fails_serialization_naming_the_state(keyed, touche
         backend.set_current_key(key)
         fine.update(key)
     backend.set_current_key(KEYS[5])
+    if not implementation.values_by_reference:  # stored serialized: the write fails, naming state, key and uid
+        with pytest.raises(UnpicklableStateError, match="'bad' of operator uid 'op'.* key 5") as raised:
+            bad.update([threading.Lock()])
+        assert "'fine'" not in str(raised.value) and bad.value() is None
+        return
     bad.update([threading.Lock()])
     snapshot = backend.snapshot()
     if touched:  # the task goes on and touches the key before the snapshotter gets to it

@@ -48,12 +48,21 @@ def test_no_restart_and_configure_on_an_existing_environment():
     ("parallelism.default", "many", "not an integer"),
     ("execution.checkpointing.mode", "SOMETIMES", "EXACTLY_ONCE"),
     ("restart-strategy.type", "sometimes", "'fixed-delay', 'failure-rate', 'exponential-delay' and 'none'"),
-    ("state.backend.type", "rocksdb", "not in Chandy yet"),
+    ("state.backend.type", "leveldb", "'hashmap' .* and 'rocksdb'"),
     ("execution.runtime-mode", "BATCHED", "one of STREAMING, BATCH, AUTOMATIC"),
 ])
 def test_a_bad_value_is_a_configuration_error_naming_the_key(key, value, message):
     with pytest.raises(ConfigurationError, match=message):
         StreamExecutionEnvironment.get_execution_environment(Configuration().set_string(key, value))
+
+
+def test_flinks_rocksdb_keys_choose_the_rocksdb_backend():
+    config = (Configuration().set_string("state.backend.type", "rocksdb")
+              .set_string("execution.checkpointing.incremental", "true")
+              .set_string("state.backend.rocksdb.localdir", "/mnt/fast"))
+    backend = StreamExecutionEnvironment.get_execution_environment(config).get_state_backend()
+    assert type(backend).__name__ == "EmbeddedRocksDBStateBackend"
+    assert backend.is_incremental_checkpoints_enabled() and backend.get_db_storage_paths() == ["/mnt/fast"]
 
 
 def test_unknown_keys_are_named_in_one_warning_and_cluster_keys_pass_quietly(caplog):
