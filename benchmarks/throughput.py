@@ -35,10 +35,13 @@ def _declare_columnar_job(env, records: int, keys: int, sink) -> None:
 
 def run_chandy_reference_job(spark, records: int, keys: int, parallelism: int,
                              checkpoint_dir: str | None = None, columnar: bool = False,
-                             unaligned: bool = False) -> dict:
+                             unaligned: bool = False, state_backend=None) -> dict:
     """The reference job; with ``checkpoint_dir``, exactly-once checkpoints every second go there (``unaligned``
-    ones if asked). ``columnar``: the same job on the columnar path (Arrow batches, ``key_by(column).count()``)."""
+    ones if asked). ``columnar``: the same job on the columnar path (Arrow batches, ``key_by(column).count()``).
+    ``state_backend``: where keyed state lives (default: the heap)."""
     env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(parallelism)
+    if state_backend is not None:
+        env.set_state_backend(state_backend)
     if checkpoint_dir is not None:
         env.enable_checkpointing(1000)
         env.get_checkpoint_config().set_checkpoint_storage(checkpoint_dir)

@@ -34,6 +34,7 @@ NO_EXAMPLES = {
     "benchmarks.recovery": BENCHMARK,
     "benchmarks.spark_baseline": BENCHMARK,
     "benchmarks.throughput": BENCHMARK,
+    "benchmarks.rocksdb": BENCHMARK,
     "benchmarks.snapshot": "benchmark: measures snapshot timings, which vary from run to run",
     "benchmarks.sinks": "benchmark-only sink, checked by the benchmark runs themselves",
     "operators": "re-exports only: each name's own docstring has an example (test_public_api_has_examples)",

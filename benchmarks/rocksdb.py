@@ -1,0 +1,152 @@
+"""Large keyed state on RocksDB: what an incremental checkpoint costs, and the reference job's rate.
+
+``python -m benchmarks.rocksdb [--quick] [--out DIR]`` measures, in one run:
+
+- **incremental checkpoints of 1 GB of state** (1M keys x 1 KiB, one subtask's RocksDB backend, local checkpoint
+  storage): the first checkpoint (everything uploaded), then one after 1% of the keys changed: synchronous
+  part, asynchronous part, bytes uploaded against the state's full size; beside the heap backend's full snapshot
+  of the same state (:func:`benchmarks.snapshot.measure_snapshot`);
+- **the record-API reference job** (a running count per key, 1,000 keys, parallelism 2, checkpoints every
+  second) on the heap and on RocksDB, alternated, with Spark Structured Streaming's JVM count and its Python
+  state on the RocksDB state store as baselines from the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+
+from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, SubtaskSnapshot
+from runtime.keys.key_groups import key_group_range
+from state_backends import ValueStateDescriptor
+from state_backends.rocksdb import RocksDBKeyedStateBackend
+from state_backends.storage import CheckpointStorage
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _checkpoint(snapshotter: Snapshotter, sent: list, backend, checkpoint_id: int) -> dict:
+    started, monotonic = time.perf_counter(), time.monotonic()
+    snapshot = backend.snapshot()
+    sync_ms = (time.perf_counter() - started) * 1000
+    snapshotter.submit(SubtaskSnapshot(checkpoint_id, 0, 0, [OperatorSnapshot("count", snapshot, {})], sync_ms, 0.0,
+                                       monotonic))
+    while not any(m.checkpoint_id == checkpoint_id for m in sent):
+        time.sleep(0.002)
+    ack = next(m for m in sent if m.checkpoint_id == checkpoint_id)
+    handle = ack.state[0]
+    backend.notify_checkpoint_complete(checkpoint_id)
+    return {"sync_ms": round(sync_ms, 1), "async_ms": round(ack.async_ms, 1),
+            "uploaded_bytes": handle.uploaded_bytes(checkpoint_id), "full_bytes": handle.full_bytes}
+
+
+def measure_incremental(keys: int, value_bytes: int = 1024, changed_share: float = 0.01) -> dict:
+    """Two incremental checkpoints of ``keys`` keys of ``value_bytes`` each: the first, and one after
+    ``changed_share`` of the keys changed."""
+    directory = tempfile.mkdtemp(prefix="chandy-rocksdb-bench-")
+    backend = RocksDBKeyedStateBackend(128, key_group_range(128, 1, 0), os.path.join(directory, "db"),
+                                       incremental=True, local_root=os.path.join(directory, "local"))
+    sent: list = []
+    snapshotter = Snapshotter(CheckpointStorage(f"file://{directory}/ck", "bench"), 0, sent.append)
+    try:
+        backend.get_state(ValueStateDescriptor("value"))
+        started = time.perf_counter()
+        batch = 10_000
+        noise = random.Random(17)  # values that do not compress: the bytes stored are the bytes of state
+        for first in range(0, keys, batch):
+            numbers = range(first, min(keys, first + batch))
+            backend.put_many("value", list(numbers), [noise.randbytes(value_bytes) for _ in numbers])
+        fill_s = time.perf_counter() - started
+        first_checkpoint = _checkpoint(snapshotter, sent, backend, 1)
+        step = max(1, int(1 / changed_share))
+        changed = list(range(0, keys, step))
+        backend.put_many("value", changed, [noise.randbytes(value_bytes) for _ in changed])
+        second = _checkpoint(snapshotter, sent, backend, 2)
+    finally:
+        snapshotter.close(60)
+        backend.close()
+        shutil.rmtree(directory, ignore_errors=True)
+    return {"keys": keys, "value_bytes": value_bytes, "changed_share": changed_share, "fill_s": round(fill_s, 1),
+            "first": first_checkpoint, "after_change": second,
+            "uploaded_share": round(second["uploaded_bytes"] / max(1, second["full_bytes"]), 4)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.rocksdb", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: proves it runs, measures nothing")
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
+    args = parser.parse_args(argv)
+
+    from benchmarks.__main__ import median_run, ratio, start_spark, steadiness_verdict
+    from benchmarks.machine import cpu_steadiness, describe_machine
+    from benchmarks.snapshot import measure_snapshot
+    from benchmarks.spark_baseline import run_jvm_groupby_count, run_python_state_count
+    from benchmarks.throughput import run_chandy_reference_job
+    from state_backends import HashMapStateBackend
+    from state_backends.rocksdb import EmbeddedRocksDBStateBackend
+
+    steadiness = [cpu_steadiness()]
+    state_keys = 20_000 if args.quick else 1_000_000
+    incremental = measure_incremental(state_keys)
+    heap = measure_snapshot(state_keys, value_bytes=1024)
+    records = 50_000 if args.quick else 4_000_000
+    repeats = args.repeats or (1 if args.quick else 2)
+    spark = start_spark(args.parallelism)
+    run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up
+    backends = {"heap": HashMapStateBackend, "rocksdb": lambda: EmbeddedRocksDBStateBackend(True)}
+    runs: dict[str, list] = {name: [] for name in backends}
+    for repeat in range(repeats):
+        for name in (list(backends) if repeat % 2 == 0 else list(backends)[::-1]):
+            with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
+                row = run_chandy_reference_job(spark, records, args.keys, args.parallelism, checkpoints,
+                                               state_backend=backends[name]())
+            row["variant"] += f"-{name}"
+            runs[name].append(row)
+    results = {name: median_run(rows) for name, rows in runs.items()}
+    jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
+                                seconds=6 if args.quick else 20)
+    python_state = run_python_state_count(spark, args.keys, rows_per_batch=2_000 if args.quick else 20_000,
+                                          seconds=15 if args.quick else 30)
+    spark.stop()
+    steadiness.append(cpu_steadiness())
+    report = {"benchmark": "rocksdb", "quick": args.quick, "machine": describe_machine(),
+              "cpu_steadiness": {"before": steadiness[0], "after": steadiness[1],
+                                 "verdict": steadiness_verdict(steadiness)},
+              "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "incremental": incremental, "heap_snapshot": heap,
+              "results": [results["heap"], results["rocksdb"], jvm, python_state]}
+    print(f"machine: {report['machine']}; steadiness: {report['cpu_steadiness']['verdict']}")
+    first, second = incremental["first"], incremental["after_change"]
+    print(f"RocksDB, {state_keys:,} keys x 1 KiB, incremental checkpoints: first sync {first['sync_ms']} ms, async "
+          f"{first['async_ms']} ms, {first['uploaded_bytes']:,} bytes; after {incremental['changed_share']:.0%} of "
+          f"the keys changed: sync {second['sync_ms']} ms, async {second['async_ms']} ms, "
+          f"{second['uploaded_bytes']:,} of {second['full_bytes']:,} bytes uploaded "
+          f"({incremental['uploaded_share']:.1%})")
+    print(f"heap full snapshot of the same state: sync {heap['sync_ms']} ms, async {heap['async_ms']} ms, "
+          f"{heap['bytes']:,} bytes")
+    for row in report["results"]:
+        versus = [ratio(row["records_per_s"], base["records_per_s"]) for base in (jvm, python_state)]
+        text = ", ".join("n/a" if v is None else f"{v:.2f}x" for v in versus)
+        print(f"{row['variant']:52} {row['records_per_s'] or 0:>12,}/s  (vs SSS JVM, vs SSS Python state on "
+              f"RocksDB: {text}) exact={row['exact']}")
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"rocksdb-{'quick-' if args.quick else ''}"
+                                  f"{datetime.datetime.now().strftime('%Y%m%dT%H%M%S')}.json")
+    with open(path, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"written: {path}")
+    return 0 if all(row["exact"] for row in report["results"][:2]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
