@@ -47,11 +47,16 @@ from runtime.errors import (
 )
 from runtime.filesystems import filesystem_for
 from runtime.ids import CheckpointId, KeyGroup, SubtaskIndex
-from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, CompletedCheckpoint, SharedFile, StateHandle
+from runtime.protocol.checkpoints import (
+    OPERATOR_STATE_GROUP,
+    CompletedCheckpoint,
+    SharedFile,
+    StateHandle,
+)
 from state_backends.checkpoint_store import CheckpointStore
 
 __all__ = ["CheckpointStorage", "SavepointStorage", "CheckpointStatus", "StoredCheckpoint", "OPERATOR_STATE_GROUP",
-           "checksum", "job_directory_name"]
+           "checksum", "job_directory_name", "uid_directory_name"]
 
 METADATA = "_metadata"
 JOB_CONTROL = "_job.json"
@@ -130,8 +135,14 @@ def _absolute_url(url: str) -> str:
     return url if "://" in url else "file://" + os.path.abspath(url)
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "operator"
+def uid_directory_name(uid: str) -> str:
+    """A directory name for an operator uid: readable, and one per uid (``agg:1`` and ``agg-1`` differ).
+
+    >>> uid_directory_name("agg:1") != uid_directory_name("agg-1")
+    True
+    """
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", uid).strip("-.")[:40] or "operator"
+    return f"{readable}-{zlib.crc32(uid.encode()):08x}"
 
 
 def job_directory_name(job_name: str) -> str:
@@ -332,31 +343,33 @@ class CheckpointStorage:
     def upload_shared(self, checkpoint_id: CheckpointId, local_path: str, uid: str, name: str) -> SharedFile:
         """Store a local file under ``shared/<uid>/<name>``, for checkpoint ``checkpoint_id`` and the later ones
         that reference it."""
-        return self._upload(local_path, posixpath.join(SHARED, _safe(uid), name), checkpoint_id)
+        return self._upload(local_path, posixpath.join(SHARED, uid_directory_name(uid), name), checkpoint_id, link=True)
 
     def upload_private(self, checkpoint_id: CheckpointId, local_path: str, relative: str) -> SharedFile:
         """Store a local file in checkpoint ``checkpoint_id``'s directory (deleted with it); its ``path`` is
         relative to that directory."""
-        stored = self._upload(local_path, posixpath.join(f"chk-{checkpoint_id}", relative), checkpoint_id)
+        stored = self._upload(local_path, posixpath.join(f"chk-{checkpoint_id}", relative), checkpoint_id, link=False)
         return replace(stored, path=relative)
 
     def private_file(self, checkpoint_id: CheckpointId, stored: SharedFile) -> SharedFile:
         """A file :meth:`upload_private` stored, with its path relative to the job's directory."""
         return replace(stored, path=posixpath.join(f"chk-{checkpoint_id}", stored.path))
 
-    def _upload(self, local_path: str, relative: str, checkpoint_id: CheckpointId) -> SharedFile:
+    def _upload(self, local_path: str, relative: str, checkpoint_id: CheckpointId, link: bool) -> SharedFile:
         """Few calls, each releasing the GIL for all its work: the subtask's thread holds the GIL between them, and a
         thread that gives it up waits up to a switch interval (5 ms) to get it back, so a copy in 8 MB chunks (two
         calls per chunk, and open and close) took ~0.1 s per small file while records flowed."""
         path = posixpath.join(self.job_dir, relative)
         data = pa.memory_map(local_path).read_buffer()
         crc = zlib.crc32(data)
-        if self.store.is_local:  # the files never change: a hard link is the copy (a real copy across devices)
+        if link and self.store.is_local:  # SST files never change: a hard link is the copy (a copy across devices)
             try:
                 os.makedirs(posixpath.dirname(path), exist_ok=True)
                 os.link(local_path, path)
-            except FileExistsError:  # a retried upload of the same file
-                pass
+            except FileExistsError:  # a retried upload of the same file, or a name taken by another file
+                if os.path.getsize(path) != data.size or _checksum_text(zlib.crc32(self.store.read(path))) != \
+                        _checksum_text(crc):
+                    raise CheckpointError(f"{path} exists and holds another file than {local_path}") from None
             except OSError:
                 self.store.write(path, data)
         else:

@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from state_backends.base import AggregatingState, ListState, MapState, ReducingState, ValueState
+from state_backends.base import (
+    AggregatingState,
+    ListState,
+    MapState,
+    ReducingState,
+    ValueState,
+)
 
 __all__ = ["HeapValueState", "HeapListState", "HeapMapState", "HeapReducingState", "HeapAggregatingState"]
 

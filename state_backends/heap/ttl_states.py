@@ -33,7 +33,13 @@ from typing import Any, Iterable, Iterator
 
 from runtime.durations import to_millis
 from runtime.errors import StateUsageError
-from state_backends.base import AggregatingState, ListState, MapState, ReducingState, ValueState
+from state_backends.base import (
+    AggregatingState,
+    ListState,
+    MapState,
+    ReducingState,
+    ValueState,
+)
 from state_backends.heap.states import _HeapState
 from state_backends.ttl import StateTtlConfig
 

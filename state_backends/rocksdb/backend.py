@@ -66,7 +66,13 @@ from state_backends.rocksdb.incremental import (
     fetch_files,
     recovery_directory,
 )
-from state_backends.rocksdb.keys import decode_key, encode_key, group_bound, row_prefix, split_row
+from state_backends.rocksdb.keys import (
+    decode_key,
+    encode_key,
+    group_bound,
+    row_prefix,
+    split_row,
+)
 from state_backends.rocksdb.states import (
     RocksDBAggregatingState,
     RocksDBListState,
@@ -139,7 +145,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.incremental = incremental
         self.local_root = local_root or os.path.dirname(os.path.abspath(directory))
         self.uploads = UploadTracker()
-        self.instance = os.urandom(4).hex()  # names this instance's files in shared storage
+        self.instance = os.urandom(8).hex()  # names this instance's files in shared storage
         self.key_groups = key_groups
         self.directory = directory
         self.settings = settings or MemorySettings()
@@ -454,7 +460,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.cache.flush()  # the barrier: RocksDB holds every change before it
         from state_backends.rocksdb.snapshot import RocksDBFullSnapshot
 
-        if not any(_has_rows(self._column(name)) for name in self._known_names()):
+        if not any(_has_rows(self._column(name)) for name in self._known_names()) and not (
+                self.incremental and self.uploads.used):
+            # Once incremental files were stored, every checkpoint lists this instance's files, even with no rows:
+            # retention deletes a file only when no retained checkpoint references it, and a checkpoint skipped
+            # here would let it go while the instance still holds (and would later reuse) it.
             return None
         path = f"{self.directory}-snapshot-{next(self._snapshots)}"
         try:
@@ -493,7 +503,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self.db = open_db(self.directory, self.settings)  # empty again: closable, and no half-restored state
             self._meta, self._data = self._family(META_COLUMN), self._family(DATA_COLUMN)
             raise
-        self.db = open_db(self.directory, self.settings, list_column_families(self.directory))
+        try:
+            self.db = open_db(self.directory, self.settings, list_column_families(self.directory))
+        except BaseException:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.db = open_db(self.directory, self.settings)
+            self._meta, self._data = self._family(META_COLUMN), self._family(DATA_COLUMN)
+            raise
         self._meta = self._family(META_COLUMN)
         self._data = self._family(DATA_COLUMN)
         self._columns.clear()

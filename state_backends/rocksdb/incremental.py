@@ -24,12 +24,16 @@ import os
 import shutil
 import tempfile
 import threading
+import zlib
 from dataclasses import dataclass
 from typing import Iterator
+
+import pyarrow as pa
 
 from runtime.errors import CorruptCheckpointError
 from runtime.ids import CheckpointId
 from runtime.protocol.checkpoints import SharedFile
+from state_backends.storage import uid_directory_name
 
 __all__ = ["MANIFEST_FORMAT", "NativeManifest", "UploadTracker", "recovery_directory", "fetch_files",
            "keep_only_recovery", "upload_checkpoint", "restore_native_state"]
@@ -99,11 +103,18 @@ class UploadTracker:
             files = self._pending.pop(checkpoint_id, None)
             for older in [c for c in self._pending if c < checkpoint_id]:
                 del self._pending[older]
-            if files is None:
+            if files is None:  # completed without this subtask's files: reuse nothing from before it
+                self._confirmed = {}
                 return False
             self.newest_completed = checkpoint_id
             self._confirmed = dict(files)  # what the newest completed checkpoint holds: files leave as RocksDB
             return True                    # compacts them away, and never come back
+
+    @property
+    def used(self) -> bool:
+        """Whether files were ever stored or adopted: a checkpoint must then list what it holds, even empty."""
+        with self._lock:
+            return bool(self._confirmed or self._pending or self.job_dir)
 
     def seed(self, files: dict[str, SharedFile], job_dir: str) -> None:
         """A restore adopted these stored files."""
@@ -115,7 +126,7 @@ def recovery_directory(local_root: str, job_dir: str, uid: str, key_groups: tupl
     """Where a subtask keeps its newest completed checkpoint's files for local recovery: the same path for every
     attempt of the job on this machine."""
     job = hashlib.sha1(job_dir.encode()).hexdigest()[:16]
-    return os.path.join(local_root, "recovery", job, f"{_safe(uid)}-{key_groups[0]}-{key_groups[1]}")
+    return os.path.join(local_root, "recovery", job, f"{uid_directory_name(uid)}-{key_groups[0]}-{key_groups[1]}")
 
 
 def keep_only_recovery(directory: str, checkpoint_id: CheckpointId) -> None:
@@ -145,7 +156,7 @@ def upload_checkpoint(path: str, backend, storage, checkpoint_id: CheckpointId, 
             referenced[name] = stored
             shared.append((name, stored))
         else:
-            relative = f"{_safe(backend.operator_uid)}/{subtask}.rocksdb/{name}"
+            relative = f"{uid_directory_name(backend.operator_uid)}/{subtask}.rocksdb/{name}"
             private.append((name, storage.upload_private(checkpoint_id, local, relative)))
     tracker.uploaded(checkpoint_id, referenced, job_dir)
     key_groups = (backend.key_groups.start, backend.key_groups.end)
@@ -189,10 +200,6 @@ def restore_native_state(storage, checkpoint_id: CheckpointId, handles, backend,
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:60] or "operator"
-
-
 def fetch_files(manifest: NativeManifest, storage, checkpoint_id: CheckpointId, target: str,
                 local: str | None = None) -> dict:
     """Every file of ``manifest`` into the directory ``target``: hard links from the local recovery copy ``local``
@@ -204,8 +211,10 @@ def fetch_files(manifest: NativeManifest, storage, checkpoint_id: CheckpointId, 
         if local is not None:
             candidate = os.path.join(local, name)
             try:
-                if os.path.getsize(candidate) == stored.size:
-                    try:
+                if os.path.getsize(candidate) == stored.size and _checksum_of(candidate) == stored.checksum:
+                    try:  # SST files never change: a link will do; RocksDB rewrites the others (MANIFEST, ...)
+                        if not name.endswith(".sst"):
+                            raise OSError("copied")
                         os.link(candidate, destination)
                     except OSError:  # no hard links here: a copy still beats a download
                         shutil.copyfile(candidate, destination)
@@ -217,6 +226,12 @@ def fetch_files(manifest: NativeManifest, storage, checkpoint_id: CheckpointId, 
         counts["downloaded"] += 1
         counts["bytes_downloaded"] += stored.size
     return counts
+
+
+def _checksum_of(path: str) -> str:
+    """The CRC-32 of a local file, as stored files are checked (the same checkpoint id may name another run's
+    checkpoint, and a file of the same name and size may hold other data)."""
+    return f"crc32:{zlib.crc32(pa.memory_map(path).read_buffer()):08x}"
 
 
 def _files(manifest: NativeManifest, storage, checkpoint_id: CheckpointId) -> Iterator[tuple[str, SharedFile]]:

@@ -6,9 +6,9 @@ one key's rows a prefix no other key's rows share (``"a"`` and ``"ab"`` are both
 
 Pickle alone would not do for keys: it writes a back-reference where an object repeats, so two equal tuples
 pickle differently when one holds the same string twice by identity. Strings, integers, floats, bytes, None,
-booleans and tuples of these are encoded here, by type (as in Flink, ``1``, ``1.0`` and ``True`` are
-different keys); anything else is pickled without back-references. ``-0.0`` and ``0.0`` are one key, as every
-NaN is (:func:`~runtime.keys.canonical.canonical_key`).
+booleans and tuples of these are encoded here; anything else is pickled without back-references. Keys Python
+finds equal are one key, as in a dict (and on the heap backend): ``1``, ``1.0`` and ``True`` (decoded as ``1``),
+``-0.0`` and ``0.0``, and every NaN (:func:`~runtime.keys.canonical.canonical_key`).
 
 >>> encode_key("user-1"), decode_key(encode_key(("a", 2, None)))
 (b'suser-1', ('a', 2, None))
@@ -56,12 +56,14 @@ def encode_key(key) -> bytes:
         return b"b" + key
     if key is None:
         return b"n"
-    if kind is bool:
-        return b"T" if key else b"F"
+    if kind is bool:  # True == 1 and 1.0 == 1 in Python: one key, as on the heap (decoded as the int)
+        return b"i1" if key else b"i0"
     if kind is float or key is NAN_KEY:
         if key != key:
             return b"N"
-        return b"f" + _FLOAT.pack(key + 0.0)  # -0.0 + 0.0 is 0.0
+        if key.is_integer():
+            return b"i" + str(int(key)).encode()
+        return b"f" + _FLOAT.pack(key)
     return b"p" + _pickled(key)
 
 
@@ -84,8 +86,6 @@ def decode_key(data: bytes):
         return bytes(data[1:])
     if tag == b"n":
         return None
-    if tag in (b"T", b"F"):
-        return tag == b"T"
     if tag == b"N":
         return NAN_KEY
     if tag == b"f":

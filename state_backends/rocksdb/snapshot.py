@@ -89,7 +89,14 @@ def portable_rows(path: str, first: int, last: int, ttl: dict[str, Callable] | N
     key group, ``(group, pickled {state: {key: value}})`` (a restore merges a group's rows), state after state.
     One pass over each state's rows: a seek per state, not per state and key group (hundreds of window states
     times 128 key groups took a second per checkpoint)."""
-    from state_backends.rocksdb.backend import DATA_COLUMN, ENTRIES, META_COLUMN, STATE_ID_BYTES, read_meta, state_id
+    from state_backends.rocksdb.backend import (
+        DATA_COLUMN,
+        ENTRIES,
+        META_COLUMN,
+        STATE_ID_BYTES,
+        read_meta,
+        state_id,
+    )
 
     ttl = ttl or {}
     db = open_read_only(path)

@@ -25,7 +25,13 @@ from typing import Any, Iterable, Iterator
 
 from runtime.durations import to_millis
 from runtime.errors import UnpicklableStateError
-from state_backends.base import AggregatingState, ListState, MapState, ReducingState, ValueState
+from state_backends.base import (
+    AggregatingState,
+    ListState,
+    MapState,
+    ReducingState,
+    ValueState,
+)
 from state_backends.rocksdb.cache import MISS, cacheable
 from state_backends.rocksdb.keys import decode_key, encode_key
 from state_backends.ttl import StateTtlConfig

@@ -401,6 +401,23 @@ def test_aggregating_state_returns_the_functions_result(keyed):
     assert state.get() == 10.0
 
 
+def test_keys_python_finds_equal_are_one_key_before_and_after_a_restore(keyed):
+    backend = keyed()
+    count = backend.get_state(ValueStateDescriptor("count"))
+    backend.set_current_key(1)
+    count.update(10)
+    for same in (True, 1.0, 1):
+        backend.set_current_key(same)
+        assert count.value() == 10, same
+    backend.set_current_key(-0.0)
+    count.update(5)
+    restored_backend = restored(keyed, rows_of(backend.snapshot()))
+    restored_count = restored_backend.get_state(ValueStateDescriptor("count"))
+    for key, expected in ((1.0, 10), (True, 10), (0.0, 5), (0, 5)):
+        restored_backend.set_current_key(key)
+        assert restored_count.value() == expected, key
+
+
 def test_get_state_twice_gives_the_same_state(keyed):
     backend = keyed()
     first = backend.get_state(ValueStateDescriptor("v"))

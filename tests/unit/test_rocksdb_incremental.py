@@ -159,3 +159,32 @@ def test_a_missing_or_damaged_file_fails_the_restore_naming_it(job, tmp_path):
             backend.close()
         if os.path.exists(path):
             os.remove(path)
+
+
+def test_a_subtask_whose_state_emptied_still_lists_its_files_so_retention_keeps_what_it_reuses(job, tmp_path):
+    job.records(1)
+    first = job.checkpoint(1)
+    for key in range(KEYS):  # every row deleted: the instance still holds the files (tombstones, no compaction)
+        job.backend.set_current_key(key)
+        job.count.clear()
+        job.seen.clear()
+    emptied = job.checkpoint(2)
+    assert emptied is not None and emptied.is_native, "an emptied instance still takes its incremental checkpoint"
+    # retention keeping only checkpoint 2 deletes what only checkpoint 1 referenced
+    job.storage.delete_shared(sorted({f.path for f in first.shared} - {f.path for f in emptied.shared}))
+    job.records(3, range(5))
+    third = job.checkpoint(3)
+    assert not job.storage.problems(_as_checkpoint(third, 3)), "every file the newest checkpoint needs is there"
+    shutil.rmtree(tmp_path / "local" / "recovery")
+    backend = RocksDBKeyedStateBackend(MAX_P, key_group_range(MAX_P, 1, 0), str(tmp_path / "again"),
+                                       local_root=str(tmp_path / "elsewhere"))
+    try:
+        assert restored(job, third, 3, backend) == {key: (1, [3]) for key in range(5)}
+    finally:
+        backend.close()
+
+
+def _as_checkpoint(handle, checkpoint_id):
+    from runtime.protocol.checkpoints import CompletedCheckpoint, OperatorState
+
+    return CompletedCheckpoint(checkpoint_id, "job", 0, 0, 1, MAX_P, (OperatorState("op", "op", 1, (handle,)),))
