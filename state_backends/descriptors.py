@@ -13,6 +13,7 @@ from runtime.errors import ApiUsageError, ConfigurationError, StateUsageError
 from state_backends.ttl import StateTtlConfig
 
 __all__ = [
+    "check_same_declaration",
     "StateDescriptor",
     "ValueStateDescriptor",
     "ListStateDescriptor",
@@ -203,3 +204,28 @@ class AggregatingStateDescriptor(StateDescriptor):
 
     def get_agg_function(self) -> AggregateFunction:
         return self.agg_function
+
+
+def check_same_declaration(declared: StateDescriptor, descriptor: StateDescriptor) -> None:
+    """Refuse a state name declared again as another kind of state, or with another time-to-live.
+
+    >>> check_same_declaration(ValueStateDescriptor("n"), ValueStateDescriptor("n"))
+    >>> check_same_declaration(ValueStateDescriptor("n"), ListStateDescriptor("n"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    runtime.errors.StateUsageError: State 'n' was declared as ValueStateDescriptor and again as ListStateDescriptor...
+    """
+    if type(declared) is not type(descriptor):
+        raise StateUsageError(
+            f"State '{descriptor.name}' was declared as {type(declared).__name__} and again as "
+            f"{type(descriptor).__name__}: give each state of an operator its own name.")
+    before = declared.ttl_config if declared.has_ttl else None
+    wanted = descriptor.ttl_config if descriptor.has_ttl else None
+    if before != wanted:
+        raise StateUsageError(
+            f"State '{descriptor.name}' was declared {_ttl_phrase(before)} and again {_ttl_phrase(wanted)}: declare "
+            "each state with one StateTtlConfig (or none), or give the other declaration its own name.")
+
+
+def _ttl_phrase(config) -> str:
+    return "without a time-to-live" if config is None else f"with {config!r}"

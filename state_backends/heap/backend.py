@@ -27,6 +27,7 @@ from state_backends.descriptors import (
     ReducingStateDescriptor,
     StateDescriptor,
     ValueStateDescriptor,
+    check_same_declaration,
 )
 from state_backends.heap.snapshot import TTL_FORMAT, HeapSnapshot
 from state_backends.heap.states import (
@@ -147,13 +148,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     def get_state(self, descriptor: StateDescriptor) -> State:
         existing = self._descriptors.get(descriptor.name)
         if existing is not None:
-            if type(existing) is not type(descriptor):
-                raise StateUsageError(
-                    f"State '{descriptor.name}' was declared as {type(existing).__name__} and again as "
-                    f"{type(descriptor).__name__}: give each state of an operator its own name."
-                )
-            if descriptor.ttl_config is not None or self._ttl_states:  # no TTL anywhere: no more checks
-                self._check_same_ttl(descriptor)
+            check_same_declaration(existing, descriptor)
             return self._states[descriptor.name]
         state_class = _STATE_CLASSES.get(type(descriptor))
         if state_class is None:
@@ -172,16 +167,6 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             self._ttl_states[name] = state
             self._ttl_names.add(name)
         return state
-
-    def _check_same_ttl(self, descriptor: StateDescriptor) -> None:
-        declared = self._ttl_states.get(descriptor.name)
-        declared_config = None if declared is None else declared.config
-        wanted = descriptor.ttl_config if descriptor.has_ttl else None
-        if declared_config != wanted:
-            raise StateUsageError(
-                f"State '{descriptor.name}' was declared {_ttl_phrase(declared_config)} and again "
-                f"{_ttl_phrase(wanted)}: declare each state with one StateTtlConfig (or none), or give the other "
-                "declaration its own name.")
 
     def _convert_restored(self, name: str, descriptor_class: type, ttl: bool) -> None:
         """Restored entries of ``name`` in the format of its declaration: a state may gain or lose its TTL across a
@@ -376,10 +361,6 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         for group, table in self._tables.get(state_name, {}).items():
             for key, value in table.items():
                 yield group, key, value
-
-
-def _ttl_phrase(config) -> str:
-    return "without a time-to-live" if config is None else f"with {config!r}"
 
 
 @dataclass(frozen=True)

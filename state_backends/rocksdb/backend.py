@@ -47,6 +47,7 @@ from state_backends.descriptors import (
     ReducingStateDescriptor,
     StateDescriptor,
     ValueStateDescriptor,
+    check_same_declaration,
 )
 from state_backends.heap.snapshot import TTL_FORMAT
 from state_backends.heap.ttl_states import TtlListState, TtlMapState, TtlValueState
@@ -203,17 +204,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def get_state(self, descriptor: StateDescriptor) -> State:
         existing = self._descriptors.get(descriptor.name)
         if existing is not None:
-            if type(existing) is not type(descriptor):
-                raise StateUsageError(
-                    f"State '{descriptor.name}' was declared as {type(existing).__name__} and again as "
-                    f"{type(descriptor).__name__}: give each state of an operator its own name.")
-            declared = existing.ttl_config if existing.has_ttl else None
-            wanted = descriptor.ttl_config if descriptor.has_ttl else None
-            if declared != wanted:
-                raise StateUsageError(
-                    f"State '{descriptor.name}' was declared {_ttl_phrase(declared)} and again "
-                    f"{_ttl_phrase(wanted)}: declare each state with one StateTtlConfig (or none), or give the "
-                    "other declaration its own name.")
+            check_same_declaration(existing, descriptor)
             return self._states[descriptor.name]
         state_class = _STATE_CLASSES.get(type(descriptor))
         if state_class is None:
@@ -644,10 +635,6 @@ def _has_rows(column: Column) -> bool:
         return rows.valid() and rows.key().startswith(column.sid)
     finally:
         del rows  # an iterator keeps RocksDB open: let it go now
-
-
-def _ttl_phrase(config) -> str:
-    return "without a time-to-live" if config is None else f"with {config!r}"
 
 
 def default_directory(root: str, operator_uid: str, key_groups: KeyGroupRange) -> str:

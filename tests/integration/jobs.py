@@ -15,6 +15,17 @@ TEXT = [
 ] * 25
 
 
+def assert_counts_continue(pairs, expected) -> None:
+    """The running counts ``pairs`` of a restored job end at ``expected`` per key, and each key's counts go on
+    consecutively from the restored checkpoint's: every record after it counted once."""
+    assert final_counts(pairs) == dict(expected)
+    by_key = collections.defaultdict(list)
+    for key, count in pairs:
+        by_key[key].append(count)
+    for key, counts in by_key.items():
+        assert sorted(counts) == list(range(min(counts), expected[key] + 1)), key
+
+
 def reference_word_counts(lines) -> dict:
     return dict(collections.Counter(w for line in lines for w in line.split()))
 

@@ -16,7 +16,7 @@ from state_backends import HashMapStateBackend
 from state_backends.rocksdb import EmbeddedRocksDBStateBackend
 from state_backends.storage import CheckpointStorage
 from tests.integration.chaos import ChaosMap, plan, remaining
-from tests.integration.jobs import CountPerKey, final_counts
+from tests.integration.jobs import CountPerKey, assert_counts_continue
 from tests.integration.paced import FileExists, PacedSource
 from tests.integration.test_exactly_once import KEYS, N, build, expected_running_counts
 from tests.integration.test_windows import check_exact, checkpointed_windows_job
@@ -139,13 +139,7 @@ def test_incremental_checkpoints_with_retention_keep_every_file_the_retained_one
 
 
 def check_counts(result, sink, n):
-    expected = collections.Counter(x % 101 for x in range(n))
-    assert final_counts(result.collected(sink)) == dict(expected)
-    by_key = collections.defaultdict(list)
-    for key, count in result.collected(sink):
-        by_key[key].append(count)
-    for key, counts in by_key.items():  # counting went on from the checkpoint's counts, each record once
-        assert sorted(counts) == list(range(min(counts), expected[key] + 1)), key
+    assert_counts_continue(result.collected(sink), collections.Counter(x % 101 for x in range(n)))
 
 
 class BackendName(KeyedProcessFunction):
