@@ -27,6 +27,7 @@ of its declaration when the operator declares it: heap and RocksDB read each oth
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import pickle
@@ -51,7 +52,8 @@ from state_backends.descriptors import (
 )
 from state_backends.heap.snapshot import TTL_FORMAT
 from state_backends.heap.ttl_states import TtlListState, TtlMapState, TtlValueState
-from state_backends.rocksdb.cache import WriteCache
+from state_backends.rocksdb.barrier import BarrierCut
+from state_backends.rocksdb.cache import DELETED, WriteCache
 from state_backends.rocksdb.db import (
     MemorySettings,
     RocksDBStateError,
@@ -167,6 +169,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.current_key: Any = None
         self._prefix: bytes | None = None
         self._snapshots = itertools.count(1)
+        self._cut: BarrierCut | None = None  # the last barrier's checkpoint, until it is taken
 
     # -- the current key ---------------------------------------------------------------------------------
 
@@ -256,6 +259,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             batch.put(row, dumps(value, _PROTOCOL))  # cached values are scalars: they always pickle
         for row in deletes:
             batch.delete(row)
+        cut = self._cut
+        if cut is not None:
+            cut.record(DATA_COLUMN, puts)
+            cut.record(DATA_COLUMN, deletes)
         self.db.write(batch)
 
     def _set_meta(self, name: str, column: Column) -> None:
@@ -268,7 +275,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         entry = _TTL_ENTRY[type(descriptor)]
         ttl, now = descriptor.has_ttl, self.clock()
         family = column.family
-        batch = _Batch(self.db, column, name, self.operator_uid)
+        batch = _Batch(self, column, name, self.operator_uid)
         for prefix, value in list(self._whole_rows(column)):
             if ttl and not column.ttl:
                 value = entry._wrap(value, now)
@@ -368,7 +375,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def put_many(self, state_name: str, keys: list, values: list) -> None:
         self.cache.clear()
         column = self._value_column(state_name, "put_many")
-        batch = _Batch(self.db, column, state_name, self.operator_uid)
+        batch = _Batch(self, column, state_name, self.operator_uid)
         prefix_of = self.prefix_of
         if column.ttl:
             now = self.clock()
@@ -448,25 +455,65 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     # -- snapshots ----------------------------------------------------------------------------------------------
 
     def snapshot(self):
-        self.cache.flush()  # the barrier: RocksDB holds every change before it
+        """The synchronous part of a checkpoint: constant time, whatever the state's size. The RocksDB checkpoint
+        is taken by the asynchronous part (:class:`~state_backends.rocksdb.barrier.BarrierCut`)."""
+        self._end_cut()
         from state_backends.rocksdb.snapshot import RocksDBFullSnapshot
 
-        if not any(_has_rows(self._column(name)) for name in self._known_names()) and not (
-                self.incremental and self.uploads.used):
-            # Once incremental files were stored, every checkpoint lists this instance's files, even with no rows:
-            # retention deletes a file only when no retained checkpoint references it, and a checkpoint skipped
-            # here would let it go while the instance still holds (and would later reuse) it.
+        if self._holds_nothing():
             return None
         path = f"{self.directory}-snapshot-{next(self._snapshots)}"
+        # The write-back cache is not flushed here (up to 16,384 rows to pickle and write): what it holds that
+        # RocksDB does not goes into the checkpoint when the cut is taken.
+        changes = functools.partial(_encoded_changes, dict(self.cache.changed))
         try:
-            rocksdict.Checkpoint(self.db).create_checkpoint(path)
+            cut = BarrierCut(self.db, {DATA_COLUMN: self._data, META_COLUMN: self._meta}, changes, path)
         except Exception as exc:
-            raise RocksDBStateError(describe_failure(path, exc)) from exc
-        return RocksDBFullSnapshot(self, path, self._ttl_filters())
+            raise RocksDBStateError(describe_failure(self.directory, exc)) from exc
+        self._cut = cut
+        self._route_writes(cut.recorder(DATA_COLUMN), cut.recorder(META_COLUMN))
+        return RocksDBFullSnapshot(self, cut, self._ttl_filters())
+
+    def _holds_nothing(self) -> bool:
+        # Once incremental files were stored, every checkpoint lists this instance's files, even with no rows:
+        # retention deletes a file only when no retained checkpoint references it, and a checkpoint skipped
+        # here would let it go while the instance still holds (and would later reuse) it.
+        if self.incremental and self.uploads.used:
+            return False
+        changed = self.cache.changed
+        if any(_has_rows(self._column(name), changed) for name in self._known_names()):
+            return False
+        if not changed:
+            return True
+        self.cache.flush()  # rows only in the cache: write them (no state to speak of, so little to write)
+        return not any(_has_rows(self._column(name)) for name in self._known_names())
+
+    def _route_writes(self, data, meta) -> None:
+        """Every write of the states to ``data`` and ``meta``: the column families, or while a cut is open
+        its recorders."""
+        self._data, self._meta = data, meta
+        for column in self._columns.values():
+            column.family = data
+        for state in self._states.values():
+            state._column = data
+
+    def _end_cut(self) -> None:
+        """Writes go to the column families themselves again, the last barrier's checkpoint taken (now, if its
+        asynchronous part has not yet: a barrier came before it ran, or the instance closes)."""
+        cut, self._cut = self._cut, None
+        if cut is None:
+            return
+        try:
+            cut.complete()
+        except RocksDBStateError:
+            pass  # that checkpoint's asynchronous part fails with it
+        self._route_writes(self._families[DATA_COLUMN], self._families[META_COLUMN])
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """The files of ``checkpoint_id`` count as stored; the local copies of older checkpoints go."""
         self.uploads.completed(checkpoint_id)  # older local copies go at the next upload, off this thread
+        if self._cut is not None and self._cut.done:
+            self._end_cut()
 
     def recovery_directory(self, job_dir: str) -> str:
         return recovery_directory(self.local_root, job_dir, self.operator_uid,
@@ -479,6 +526,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         """Become the RocksDB instance of ``manifest`` (an incremental checkpoint's files, from the local recovery
         copy where it has them, else downloaded), dropping the key groups this subtask does not own. Returns how
         many files came from where."""
+        self._end_cut()
         self.cache.clear()
         families, self._families = self._families, {}
         for family in families.values():
@@ -556,7 +604,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             if column.ttl != ttl or column.layout != WHOLE:
                 raise CorruptCheckpointError(f"Key group {group} holds state '{name}' in another format than the "
                                              "key groups restored before it.")
-            batch = _Batch(self.db, column, name, self.operator_uid)
+            batch = _Batch(self, column, name, self.operator_uid)
             sid = column.sid
             for key, value in table.items():
                 batch.put(sid + row_prefix(group, key), value)
@@ -565,7 +613,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def _restore_declared(self, group: int, name: str, descriptor: StateDescriptor, ttl: bool, table: dict) -> None:
         column = self._columns[name]
         entry, now = _TTL_ENTRY[type(descriptor)], self.clock()
-        batch = _Batch(self.db, column, name, self.operator_uid)
+        batch = _Batch(self, column, name, self.operator_uid)
         for key, value in table.items():
             if column.ttl and not ttl:
                 value = entry._wrap(value, now)
@@ -582,9 +630,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def close(self) -> None:
         # RocksDB stays open while any handle on it lives (a column family, an iterator): every one is closed
         # before the directory goes, or dropping it later would retry writing there for a second.
-        db, self.db = self.db, None
-        if db is None:
+        if self.db is None:
             return
+        self._end_cut()  # a checkpoint still to be uploaded is taken first
+        db, self.db = self.db, None
         families, self._families = self._families, {}
         for family in families.values():
             try:
@@ -596,15 +645,16 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
 
 class _Batch:
-    """Rows of one column family written together (one call into RocksDB instead of one per row)."""
+    """Rows of the data column family written together (one call into RocksDB instead of one per row)."""
 
-    def __init__(self, db, column: Column, state_name: str, operator_uid: str = ""):
-        self._db = db
+    def __init__(self, backend, column: Column, state_name: str, operator_uid: str = ""):
+        self._backend = backend
+        self._db = backend.db
         self._name = state_name
         self._uid = operator_uid
-        self._handle = db.get_column_family_handle(DATA_COLUMN)
+        self._handle = self._db.get_column_family_handle(DATA_COLUMN)
         self._batch = self._new()
-        self._count = 0
+        self._rows: list[bytes] = []
 
     def _new(self):
         batch = rocksdict.WriteBatch(raw_mode=True)
@@ -617,22 +667,42 @@ class _Batch:
         except Exception as exc:
             raise unpicklable(exc, self._name, self._uid, decode_key(split_row(row[STATE_ID_BYTES:])[1])) from exc
         self._batch.put(row, data)
-        self._count += 1
-        if self._count >= 4096:
+        self._rows.append(row)
+        if len(self._rows) >= 4096:
             self.write()
 
     def write(self) -> None:
-        if self._count:
+        if self._rows:
+            cut = self._backend._cut
+            if cut is not None:
+                cut.record(DATA_COLUMN, self._rows)
             self._db.write(self._batch)
             self._batch = self._new()
-            self._count = 0
+            self._rows = []
 
 
-def _has_rows(column: Column) -> bool:
+def _encoded_changes(changes: dict) -> dict:
+    """The write-back cache's changes at a barrier as rows of the data column family (called when the cut is
+    taken, off the task thread: cached values are immutable)."""
+    dumps = pickle.dumps
+    return {DATA_COLUMN: {row: None if value is DELETED else dumps(value, _PROTOCOL)
+                          for row, value in changes.items()}}
+
+
+def _has_rows(column: Column, changed: dict | None = None) -> bool:
+    """Whether ``column`` has a row, not counting rows ``changed`` (the write-back cache's) deletes."""
     rows = column.family.iter()
+    sid = column.sid
     try:
-        rows.seek(column.sid)
-        return rows.valid() and rows.key().startswith(column.sid)
+        rows.seek(sid)
+        while rows.valid():
+            row = rows.key()
+            if not row.startswith(sid):
+                return False
+            if not changed or changed.get(row) is not DELETED:
+                return True
+            rows.next()  # at most as many as the cache holds
+        return False
     finally:
         del rows  # an iterator keeps RocksDB open: let it go now
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["WriteCache", "MISS", "cacheable"]
+__all__ = ["WriteCache", "MISS", "DELETED", "cacheable"]
 
 MISS = object()
-_DELETED = object()
+DELETED = object()  # in ``changed``: the row is to be deleted
 _SCALARS = frozenset({int, float, str, bytes, bool, type(None)})
 
 
@@ -43,7 +43,7 @@ class WriteCache:
     def __init__(self, limit: int = 1 << 14):
         self.limit = limit
         self.values: dict[bytes, Any] = {}  # row -> value (None: no value), clean or changed
-        self.changed: dict[bytes, Any] = {}  # row -> value, or _DELETED: not written to RocksDB yet
+        self.changed: dict[bytes, Any] = {}  # row -> value, or DELETED: not written to RocksDB yet
         self.write: Callable | None = None  # set by the backend: writes (puts, deletes) to RocksDB
 
     def get(self, row: bytes) -> Any:
@@ -65,7 +65,7 @@ class WriteCache:
         if len(self.values) >= self.limit:
             self._make_room()
         self.values[row] = None
-        self.changed[row] = _DELETED
+        self.changed[row] = DELETED
 
     def forget(self, row: bytes) -> None:
         """``row`` is about to be written directly: nothing cached of it may be written after."""
@@ -75,8 +75,8 @@ class WriteCache:
     def flush(self, write: Callable | None = None) -> None:
         """Write the changed entries: ``write(puts, deletes)``."""
         if self.changed:
-            puts = {row: value for row, value in self.changed.items() if value is not _DELETED}
-            deletes = [row for row, value in self.changed.items() if value is _DELETED]
+            puts = {row: value for row, value in self.changed.items() if value is not DELETED}
+            deletes = [row for row, value in self.changed.items() if value is DELETED]
             self.changed = {}
             (write or self.write)(puts, deletes)
 

@@ -26,7 +26,7 @@ import rocksdict
 
 from runtime.errors import ChandyError
 
-__all__ = ["MemorySettings", "open_db", "open_read_only", "column_family", "close_db", "RocksDBStateError",
+__all__ = ["flush_would_stall", "MemorySettings", "open_db", "open_read_only", "column_family", "close_db", "RocksDBStateError",
            "describe_failure"]
 
 _DEFAULT_CF = "default"
@@ -46,6 +46,9 @@ class MemorySettings:
     write_buffer_bytes: int = 64 << 20
     column_write_buffer_bytes: int = 16 << 20
 
+
+MAX_WRITE_BUFFERS = 3  # per column family: the active memtable and two being flushed
+L0_SLOWDOWN_FILES = 20  # RocksDB's default, set so that flush_would_stall knows it
 
 _shared: dict[MemorySettings, tuple] = {}
 _shared_lock = threading.Lock()
@@ -70,7 +73,8 @@ def options(settings: MemorySettings) -> rocksdict.Options:
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
     opts.set_write_buffer_size(settings.column_write_buffer_bytes)
-    opts.set_max_write_buffer_number(3)
+    opts.set_max_write_buffer_number(MAX_WRITE_BUFFERS)
+    opts.set_level_zero_slowdown_writes_trigger(L0_SLOWDOWN_FILES)
     opts.set_write_buffer_manager(manager)
     opts.set_max_background_jobs(2)
     opts.set_compression_type(rocksdict.DBCompressionType.lz4())
@@ -80,6 +84,15 @@ def options(settings: MemorySettings) -> rocksdict.Options:
     table.set_block_cache(cache)
     opts.set_block_based_table_factory(table)
     return opts
+
+
+def flush_would_stall(family) -> bool:
+    """Whether switching ``family``'s memtable now would make RocksDB stall writes: a flush then first waits for
+    the flushes and compactions before it, holding the GIL (``rocksdict`` does not release it), so the task
+    would stop for as long."""
+    immutable = family.property_int_value("rocksdb.num-immutable-mem-table") or 0
+    level0 = family.property_int_value("rocksdb.num-files-at-level0") or 0
+    return immutable + 1 >= MAX_WRITE_BUFFERS or level0 + 1 >= L0_SLOWDOWN_FILES
 
 
 def describe_failure(path: str, exc: BaseException) -> str:

@@ -140,16 +140,17 @@ def keep_only_recovery(directory: str, checkpoint_id: CheckpointId) -> None:
             shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
 
 
-def upload_checkpoint(path: str, backend, storage, checkpoint_id: CheckpointId, subtask: int
-                      ) -> tuple[bytes, tuple[SharedFile, ...]]:
+def upload_checkpoint(path: str, backend, storage, checkpoint_id: CheckpointId, subtask: int,
+                      own_files: frozenset[str] = frozenset()) -> tuple[bytes, tuple[SharedFile, ...]]:
     """The asynchronous part of an incremental checkpoint: store the RocksDB checkpoint at ``path`` (SST files not
-    stored before, and the small files), then keep it as the local recovery copy. Returns the manifest to store
-    in the state file and the shared files it references."""
+    stored before, and the small files), then keep it as the local recovery copy. ``own_files``: SST files only
+    this checkpoint has (:attr:`~state_backends.rocksdb.barrier.BarrierCut.own_files`), stored with it like the
+    small files. Returns the manifest to store in the state file and the shared files it references."""
     job_dir, tracker = storage.job_dir, backend.uploads
     shared, private, referenced = [], [], {}
     for name in sorted(os.listdir(path)):
         local = os.path.join(path, name)
-        if name.endswith(".sst"):
+        if name.endswith(".sst") and name not in own_files:
             stored = tracker.stored(name, job_dir)
             if stored is None:
                 stored = storage.upload_shared(checkpoint_id, local, backend.operator_uid, f"{backend.instance}-{name}")

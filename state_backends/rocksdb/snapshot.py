@@ -1,10 +1,10 @@
 """Full snapshots of RocksDB state in the portable format: what savepoints hold, and any backend restores.
 
-The synchronous part takes a RocksDB checkpoint of the subtask's instance (its memtables flushed, its files hard
-links: the time depends on the memtables, not on the state). The asynchronous part opens that checkpoint
-read-only and writes key group after key group as the heap backend does, one pickled ``{state: {key: value}}``
-each, then deletes it. (``rocksdict``'s iterators do not read at a RocksDB snapshot, so a checkpoint is what
-keeps the state as it was at the barrier.)
+The synchronous part opens a :class:`~state_backends.rocksdb.barrier.BarrierCut`; the asynchronous part has it
+take the RocksDB checkpoint of the subtask's instance as it was at the barrier (its files hard links), opens that
+checkpoint read-only and writes key group after key group as the heap backend does, one pickled
+``{state: {key: value}}`` each, then deletes it. (``rocksdict``'s iterators do not read at a RocksDB snapshot, so a
+checkpoint is what keeps the state as it was at the barrier.)
 
 >>> import tempfile
 >>> from runtime.keys.key_groups import key_group_range
@@ -41,21 +41,24 @@ __all__ = ["RocksDBFullSnapshot", "portable_rows"]
 
 
 class RocksDBFullSnapshot(KeyedSnapshot):
-    """``path``: the RocksDB checkpoint taken at the barrier; ``ttl``: per state with a time-to-live, the function
-    of a stored value to what is written (None: expired at the barrier)."""
+    """``cut``: the RocksDB checkpoint of the barrier, taken by the first of :meth:`serialized` and :meth:`upload`;
+    ``ttl``: per state with a time-to-live, the function of a stored value to what is written (None: expired at
+    the barrier)."""
 
-    def __init__(self, backend, path: str, ttl: dict[str, Callable]):
+    def __init__(self, backend, cut, ttl: dict[str, Callable]):
         self._backend = backend
         self.incremental = backend.incremental  # the snapshotter may upload() it, except for savepoints
         self.key_range = (backend.key_groups.start, backend.key_groups.end)
         self._key_groups = backend.key_groups
-        self.path = path
+        self._cut = cut
+        self.path = cut.path
         self._ttl = ttl
         self._lock = threading.Lock()
         self._released = False
 
     def serialized(self) -> Iterator[tuple[int, bytes]]:
         try:
+            self._cut.complete()
             yield from portable_rows(self.path, self._key_groups.start, self._key_groups.end, self._ttl)
         finally:
             self.discard()
@@ -70,7 +73,8 @@ class RocksDBFullSnapshot(KeyedSnapshot):
                 raise RuntimeError("the snapshot was discarded")
             self._released = True  # its directory becomes the local recovery copy, or is deleted
         try:
-            return upload_checkpoint(self.path, self._backend, storage, checkpoint_id, subtask)
+            self._cut.complete()
+            return upload_checkpoint(self.path, self._backend, storage, checkpoint_id, subtask, self._cut.own_files)
         except BaseException:
             shutil.rmtree(self.path, ignore_errors=True)
             raise
@@ -80,6 +84,7 @@ class RocksDBFullSnapshot(KeyedSnapshot):
             if self._released:
                 return
             self._released = True
+        self._cut.discard()
         shutil.rmtree(self.path, ignore_errors=True)
 
 

@@ -9,10 +9,10 @@ import random
 import pytest
 
 from operators import CollectSink, KeyedProcessFunction, SequenceSource
-from runtime import RestartStrategies, StreamExecutionEnvironment
+from runtime import RestartStrategies, StreamExecutionEnvironment, Types
 from runtime.datastream.state_backend import ROCKSDB_LOCAL_DIR_CONF, STATE_BACKEND_CONF
 from runtime.errors import CorruptCheckpointError
-from state_backends import HashMapStateBackend
+from state_backends import HashMapStateBackend, MapStateDescriptor
 from state_backends.rocksdb import EmbeddedRocksDBStateBackend
 from state_backends.storage import CheckpointStorage
 from tests.integration.chaos import ChaosMap, plan, remaining
@@ -82,6 +82,20 @@ def test_window_state_moves_between_backends_and_parallelisms(spark, tmp_path, f
     check_exact(result, tumbling, sessions, n)
 
 
+class CountAndRemember(CountPerKey):
+    """A running count per key, and every value seen in map state: the count stays in the backend's write-back
+    cache (101 keys), so checkpoints would store it in files of their own; map entries are written to RocksDB
+    at once, so its files grow and checkpoints share them."""
+
+    def open(self, runtime_context):
+        super().open(runtime_context)
+        self.seen = runtime_context.get_map_state(MapStateDescriptor("seen", Types.INT(), Types.BOOLEAN()))
+
+    def process_element(self, value, ctx):
+        self.seen.put(value, True)
+        yield from super().process_element(value, ctx)
+
+
 def counting_job(env, tmp_path, sink, n, end_when=None):
     env.set_parallelism(2).enable_checkpointing(100)
     env.set_state_backend(rocksdb(tmp_path, incremental=True))
@@ -91,7 +105,7 @@ def counting_job(env, tmp_path, sink, n, end_when=None):
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
     source = PacedSource(SequenceSource(0, n - 1), per_checkpoint=n // 2 // 30, end_when=end_when,
                          together=str(tmp_path / "paced"))
-    (env.from_source(source, "numbers").uid("numbers").key_by(lambda x: x % 101).process(CountPerKey()).uid("count")
+    (env.from_source(source, "numbers").uid("numbers").key_by(lambda x: x % 101).process(CountAndRemember()).uid("count")
      .sink_to(sink).uid("sink"))
 
 
