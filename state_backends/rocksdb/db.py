@@ -26,8 +26,8 @@ import rocksdict
 
 from runtime.errors import ChandyError
 
-__all__ = ["flush_would_stall", "MemorySettings", "open_db", "open_read_only", "column_family", "close_db", "RocksDBStateError",
-           "describe_failure"]
+__all__ = ["MemorySettings", "open_db", "open_read_only", "column_family", "close_db", "RocksDBStateError",
+           "describe_failure", "flush_would_stall"]
 
 _DEFAULT_CF = "default"
 

@@ -105,7 +105,8 @@ def counting_job(env, tmp_path, sink, n, end_when=None):
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
     source = PacedSource(SequenceSource(0, n - 1), per_checkpoint=n // 2 // 30, end_when=end_when,
                          together=str(tmp_path / "paced"))
-    (env.from_source(source, "numbers").uid("numbers").key_by(lambda x: x % 101).process(CountAndRemember()).uid("count")
+    (env.from_source(source, "numbers").uid("numbers").key_by(lambda x: x % 101)
+     .process(CountAndRemember()).uid("count")
      .sink_to(sink).uid("sink"))
 
 
