@@ -73,7 +73,9 @@ def _state_backend(env, config: Configuration) -> None:
         incremental = (config.get_string("execution.checkpointing.incremental")
                        or config.get_string("state.backend.incremental") or "false").strip().lower() == "true"
         local_dir = config.get_string("state.backend.rocksdb.localdir")
-        env.set_state_backend(state_backend_named(kind, incremental, local_dir, key))
+        local_recovery = (config.get_string("execution.state-recovery.from-local")
+                          or config.get_string("state.backend.local-recovery") or "true").strip().lower() == "true"
+        env.set_state_backend(state_backend_named(kind, incremental, local_dir, key, local_recovery))
 
 
 def _checkpointing(env, config: Configuration) -> None:
@@ -133,7 +135,8 @@ _HANDLED = {
     "restart-strategy.exponential-delay.max-backoff", "restart-strategy.exponential-delay.backoff-multiplier",
     "restart-strategy.exponential-delay.reset-backoff-threshold", "restart-strategy.exponential-delay.jitter-factor",
     "state.backend.type", "execution.checkpointing.incremental", "state.backend.incremental",
-    "state.backend.rocksdb.localdir", "execution.checkpointing.interval", "execution.checkpointing.mode",
+    "state.backend.rocksdb.localdir", "execution.state-recovery.from-local", "state.backend.local-recovery",
+    "execution.checkpointing.interval", "execution.checkpointing.mode",
     "execution.checkpointing.timeout", "execution.checkpointing.min-pause",
     "execution.checkpointing.max-concurrent-checkpoints", "execution.checkpointing.tolerable-failed-checkpoints",
     "state.checkpoints.num-retained", "execution.checkpointing.num-retained", "state.checkpoints.dir",

@@ -32,6 +32,7 @@ from runtime.datastream.execution_mode import RuntimeExecutionMode
 from runtime.datastream.flink_options import apply_configuration
 from runtime.datastream.state_backend import (
     INCREMENTAL_CONF,
+    LOCAL_RECOVERY_CONF,
     ROCKSDB_LOCAL_DIR_CONF,
     STATE_BACKEND_CONF,
     state_backend_named,
@@ -622,4 +623,6 @@ def _state_backend_from(spark) -> StateBackend | None:
     if not kind:
         return None
     incremental = str(spark.conf.get(INCREMENTAL_CONF, "false")).strip().lower() == "true"
-    return state_backend_named(kind, incremental, spark.conf.get(ROCKSDB_LOCAL_DIR_CONF, None), STATE_BACKEND_CONF)
+    local_recovery = str(spark.conf.get(LOCAL_RECOVERY_CONF, "true")).strip().lower() == "true"
+    return state_backend_named(kind, incremental, spark.conf.get(ROCKSDB_LOCAL_DIR_CONF, None), STATE_BACKEND_CONF,
+                               local_recovery)

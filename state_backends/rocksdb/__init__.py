@@ -40,7 +40,9 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     ``enable_incremental_checkpointing``: checkpoints upload only the RocksDB files that no earlier checkpoint
     uploaded (savepoints are always full and portable). ``db_storage_path``: the local directory (default: the
     worker's Spark local directory). ``block_cache_bytes`` and ``write_buffer_bytes`` cap what the instances of
-    one worker process use together.
+    one worker process use together. ``local_recovery``: keep the last checkpoint's files on the worker's disk, so
+    that a restart there restores from them instead of the checkpoint store (Flink's local recovery; on by
+    default here, as it costs hard links only).
 
     >>> from runtime.keys.key_groups import key_group_range
     >>> backend = EmbeddedRocksDBStateBackend().create_keyed_state_backend("count", 128, key_group_range(128, 1, 0))
@@ -51,8 +53,9 @@ class EmbeddedRocksDBStateBackend(StateBackend):
 
     def __init__(self, enable_incremental_checkpointing: bool | None = None, db_storage_path: str | None = None,
                  block_cache_bytes: int = MemorySettings.block_cache_bytes,
-                 write_buffer_bytes: int = MemorySettings.write_buffer_bytes):
+                 write_buffer_bytes: int = MemorySettings.write_buffer_bytes, local_recovery: bool = True):
         self.incremental = bool(enable_incremental_checkpointing)
+        self.local_recovery = bool(local_recovery)
         self.db_storage_paths: tuple[str, ...] = (db_storage_path,) if db_storage_path else ()
         if block_cache_bytes <= 0 or write_buffer_bytes <= 0:
             raise ApiUsageError("EmbeddedRocksDBStateBackend: block_cache_bytes and write_buffer_bytes must be "
@@ -81,11 +84,13 @@ class EmbeddedRocksDBStateBackend(StateBackend):
 
     def __repr__(self) -> str:
         return (f"EmbeddedRocksDBStateBackend(enable_incremental_checkpointing={self.incremental}"
-                + (f", db_storage_path={self.db_storage_paths[0]!r}" if self.db_storage_paths else "") + ")")
+                + (f", db_storage_path={self.db_storage_paths[0]!r}" if self.db_storage_paths else "")
+                + ("" if self.local_recovery else ", local_recovery=False") + ")")
 
     def __eq__(self, other) -> bool:
-        return (type(other) is type(self) and (self.incremental, self.db_storage_paths, self.memory)
-                == (other.incremental, other.db_storage_paths, other.memory))
+        return (type(other) is type(self)
+                and (self.incremental, self.db_storage_paths, self.memory, self.local_recovery)
+                == (other.incremental, other.db_storage_paths, other.memory, other.local_recovery))
 
     __hash__ = None
 
@@ -94,4 +99,5 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         root = local_root(self.db_storage_paths)
         directory = default_directory(root, operator_uid, key_groups)
         return RocksDBKeyedStateBackend(max_parallelism, key_groups, directory, self.memory,
-                                        operator_uid=operator_uid, incremental=self.incremental, local_root=root)
+                                        operator_uid=operator_uid, incremental=self.incremental, local_root=root,
+                                        local_recovery=self.local_recovery)

@@ -143,10 +143,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def __init__(self, max_parallelism: int, key_groups: KeyGroupRange, directory: str,
                  settings: MemorySettings | None = None, clock=None, operator_uid: str = "",
-                 incremental: bool = False, local_root: str | None = None):
+                 incremental: bool = False, local_root: str | None = None, local_recovery: bool = True):
         self.max_parallelism = max_parallelism
         self.incremental = incremental
         self.local_root = local_root or os.path.dirname(os.path.abspath(directory))
+        self.local_recovery = local_recovery  # keep the last checkpoint's files here for a restart on this worker
         self.uploads = UploadTracker()
         self.instance = os.urandom(8).hex()  # names this instance's files in shared storage
         self.key_groups = key_groups
@@ -170,6 +171,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._prefix: bytes | None = None
         self._snapshots = itertools.count(1)
         self._cut: BarrierCut | None = None  # the last barrier's checkpoint, until it is taken
+        self.last_restore: dict = {}  # files of the last restore: from local recovery, downloaded (and bytes)
 
     # -- the current key ---------------------------------------------------------------------------------
 
@@ -534,9 +536,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         db, self.db = self.db, None
         close_db(db, self.directory)
         local = os.path.join(self.recovery_directory(storage.job_dir), f"chk-{checkpoint_id}")
+        if not (self.local_recovery and os.path.isdir(local)):
+            local = None
         try:
-            counts = fetch_files(manifest, storage, checkpoint_id, self.directory,
-                                 local if os.path.isdir(local) else None)
+            counts = fetch_files(manifest, storage, checkpoint_id, self.directory, local)
         except BaseException:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.db = open_db(self.directory, self.settings)  # empty again: closable, and no half-restored state
@@ -564,6 +567,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 if self.key_groups.end < last:
                     self._data.delete_range(sid + group_bound(self.key_groups.end + 1), sid + group_bound(last + 1))
         self.uploads.seed(dict(manifest.shared), manifest.job_dir)
+        self.last_restore = counts
         return counts
 
     def _known_names(self) -> list[str]:

@@ -162,6 +162,9 @@ def upload_checkpoint(path: str, backend, storage, checkpoint_id: CheckpointId, 
     tracker.uploaded(checkpoint_id, referenced, job_dir)
     key_groups = (backend.key_groups.start, backend.key_groups.end)
     manifest = NativeManifest(key_groups, tuple(shared), tuple(private), job_dir)
+    if not backend.local_recovery:
+        shutil.rmtree(path, ignore_errors=True)
+        return manifest.to_bytes(), tuple(referenced.values())
     recovery = backend.recovery_directory(job_dir)
     if tracker.newest_completed is not None:  # local copies older than the newest completed checkpoint
         keep_only_recovery(recovery, tracker.newest_completed)

@@ -63,6 +63,9 @@ def test_flinks_rocksdb_keys_choose_the_rocksdb_backend():
     backend = StreamExecutionEnvironment.get_execution_environment(config).get_state_backend()
     assert type(backend).__name__ == "EmbeddedRocksDBStateBackend"
     assert backend.is_incremental_checkpoints_enabled() and backend.get_db_storage_paths() == ["/mnt/fast"]
+    assert backend.local_recovery, "local recovery is on unless turned off"
+    config.set_string("state.backend.local-recovery", "false")
+    assert not StreamExecutionEnvironment.get_execution_environment(config).get_state_backend().local_recovery
 
 
 def test_unknown_keys_are_named_in_one_warning_and_cluster_keys_pass_quietly(caplog):

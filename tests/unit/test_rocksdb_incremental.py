@@ -136,8 +136,28 @@ def test_a_restore_on_the_same_machine_takes_the_files_from_local_recovery(job, 
                                        local_root=str(tmp_path / "local"))
     try:
         assert len(restored(job, handle, 1, backend)) == KEYS
+        assert backend.last_restore["downloaded"] == 0 and backend.last_restore["local"] > len(handle.shared)
     finally:
         backend.close()
+
+
+def test_without_local_recovery_nothing_stays_on_the_worker_and_a_restore_downloads_everything(tmp_path):
+    job = Job(tmp_path)
+    job.backend.local_recovery = False
+    try:
+        job.records(1)
+        handle = job.checkpoint(1)
+        recovery = tmp_path / "local" / "recovery"
+        assert not recovery.exists() or not any(recovery.rglob("*.sst")), "a local copy was kept"
+        backend = RocksDBKeyedStateBackend(MAX_P, key_group_range(MAX_P, 1, 0), str(tmp_path / "again"),
+                                           local_root=str(tmp_path / "local"), local_recovery=False)
+        try:
+            assert len(restored(job, handle, 1, backend)) == KEYS
+            assert backend.last_restore["local"] == 0 and backend.last_restore["downloaded"] > len(handle.shared)
+        finally:
+            backend.close()
+    finally:
+        job.close()
 
 
 def test_a_missing_or_damaged_file_fails_the_restore_naming_it(job, tmp_path):
