@@ -19,6 +19,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +27,7 @@ import time
 from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, SubtaskSnapshot
 from runtime.keys.key_groups import key_group_range
 from state_backends import ValueStateDescriptor
-from state_backends.rocksdb import RocksDBKeyedStateBackend
+from state_backends.rocksdb import MemorySettings, RocksDBKeyedStateBackend
 from state_backends.storage import CheckpointStorage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,14 +48,16 @@ def _checkpoint(snapshotter: Snapshotter, sent: list, backend, checkpoint_id: in
             "uploaded_bytes": handle.uploaded_bytes(checkpoint_id), "full_bytes": handle.full_bytes}
 
 
-def measure_incremental(keys: int, value_bytes: int = 1024, changed_share: float = 0.01) -> dict:
+def measure_incremental(keys: int, value_bytes: int = 1024, changed_share: float = 0.01,
+                        settings: MemorySettings | None = None, reads: int = 0) -> dict:
     """Two incremental checkpoints of ``keys`` keys of ``value_bytes`` each: the first, and one after
-    ``changed_share`` of the keys changed."""
+    ``changed_share`` of the keys changed; then ``reads`` random keys read back (in batches of 1,000)."""
     directory = tempfile.mkdtemp(prefix="chandy-rocksdb-bench-")
     backend = RocksDBKeyedStateBackend(128, key_group_range(128, 1, 0), os.path.join(directory, "db"),
-                                       incremental=True, local_root=os.path.join(directory, "local"))
+                                       settings=settings, incremental=True, local_root=os.path.join(directory, "local"))
     sent: list = []
     snapshotter = Snapshotter(CheckpointStorage(f"file://{directory}/ck", "bench"), 0, sent.append)
+    read_rate = None
     try:
         backend.get_state(ValueStateDescriptor("value"))
         started = time.perf_counter()
@@ -67,15 +70,51 @@ def measure_incremental(keys: int, value_bytes: int = 1024, changed_share: float
         first_checkpoint = _checkpoint(snapshotter, sent, backend, 1)
         step = max(1, int(1 / changed_share))
         changed = list(range(0, keys, step))
-        backend.put_many("value", changed, [noise.randbytes(value_bytes) for _ in changed])
+        for first in range(0, len(changed), batch):
+            part = changed[first:first + batch]
+            backend.put_many("value", part, [noise.randbytes(value_bytes) for _ in part])
         second = _checkpoint(snapshotter, sent, backend, 2)
+        if reads:
+            sample = [noise.randrange(keys) for _ in range(reads)]
+            started = time.perf_counter()
+            for first in range(0, reads, 1000):
+                found = backend.get_many("value", sample[first:first + 1000])
+                assert all(value is not None for value in found)
+            read_rate = round(reads / (time.perf_counter() - started))
     finally:
         snapshotter.close(60)
         backend.close()
         shutil.rmtree(directory, ignore_errors=True)
     return {"keys": keys, "value_bytes": value_bytes, "changed_share": changed_share, "fill_s": round(fill_s, 1),
             "first": first_checkpoint, "after_change": second,
-            "uploaded_share": round(second["uploaded_bytes"] / max(1, second["full_bytes"]), 4)}
+            "uploaded_share": round(second["uploaded_bytes"] / max(1, second["full_bytes"]), 4),
+            "random_reads_per_s": read_rate, "peak_rss_bytes": peak_rss_bytes(),
+            "memory": None if settings is None else {"block_cache_bytes": settings.block_cache_bytes,
+                                                      "write_buffer_bytes": settings.write_buffer_bytes}}
+
+
+def peak_rss_bytes() -> int | None:
+    """This process's peak resident memory (Linux's VmHWM)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def measure_larger_than_memory(keys: int, block_cache_bytes: int = 256 << 20,
+                               write_buffer_bytes: int = 128 << 20) -> dict:
+    """:func:`measure_incremental` in a process of its own (its peak resident memory is the state backend's):
+    1 KiB a key, the block cache and the memtables capped, random reads after."""
+    code = ("import json; from benchmarks.rocksdb import measure_incremental; "
+            "from state_backends.rocksdb import MemorySettings; "
+            f"print(json.dumps(measure_incremental({keys}, settings=MemorySettings({block_cache_bytes}, "
+            f"{write_buffer_bytes}, {min(32 << 20, write_buffer_bytes // 4)}), reads=100_000)))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
