@@ -79,11 +79,13 @@ def split_by_checkpoints(buckets: dict[int, int], windows: list[tuple[float, flo
 
 
 def run_checkpoint_dip(spark, keys: int, value_bytes: int, seconds: float, rate_guess: float,
-                       parallelism: int, interval_s: float) -> dict:
+                       parallelism: int, interval_s: float, state_backend=None) -> dict:
     """One job of about ``seconds`` at ``rate_guess`` records/s; the first pass over the keys fills the state
-    and is left out of the comparison."""
+    and is left out of the comparison. ``state_backend``: the job's (default: the heap)."""
     records = int(seconds * rate_guess)
     env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(parallelism)
+    if state_backend is not None:
+        env.set_state_backend(state_backend)
     with tempfile.TemporaryDirectory(prefix="chandy-bench-dip-") as checkpoints:
         env.enable_checkpointing(interval_s * 1000)
         env.get_checkpoint_config().set_checkpoint_storage(checkpoints)
@@ -103,6 +105,7 @@ def run_checkpoint_dip(spark, keys: int, value_bytes: int, seconds: float, rate_
     rate_between = statistics.median(between) if between else None
     rate_during = statistics.mean(during) if during else None
     return {
+        "state_backend": repr(state_backend or env.get_state_backend()),
         "keys": keys,
         "value_bytes": value_bytes,
         "records": records,

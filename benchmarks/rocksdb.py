@@ -8,7 +8,15 @@
   of the same state (:func:`benchmarks.snapshot.measure_snapshot`);
 - **the record-API reference job** (a running count per key, 1,000 keys, parallelism 2, checkpoints every
   second) on the heap and on RocksDB, alternated, with Spark Structured Streaming's JVM count and its Python
-  state on the RocksDB state store as baselines from the same run.
+  state on the RocksDB state store as baselines from the same run;
+- **the throughput dip while 1 GB of state is checkpointed** (1M keys x 1 KiB, every record rewriting its key's
+  entry, checkpoints every 5 s: :mod:`benchmarks.checkpoint_dip`), heap and RocksDB;
+- **recovery after SIGKILL with 1 GB of state** (:mod:`benchmarks.recovery`): the first record and the full rate
+  after the kill, on the heap, on RocksDB from the local recovery copy, and on RocksDB from the checkpoint store
+  (here a local directory: a lower bound of a remote store);
+- **state larger than memory** (``--large``, 10M keys x 1 KiB = 10 GB in one subtask's RocksDB with a 256 MB block
+  cache and 128 MB of memtables, in a process of its own): incremental checkpoints as above, random reads,
+  and the process's peak resident memory.
 """
 
 from __future__ import annotations
@@ -124,10 +132,13 @@ def main(argv=None) -> int:
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
+    parser.add_argument("--large", action="store_true", help="also 10 GB of state on RocksDB (several minutes)")
     args = parser.parse_args(argv)
 
     from benchmarks.__main__ import median_run, ratio, start_spark, steadiness_verdict
+    from benchmarks.checkpoint_dip import run_checkpoint_dip
     from benchmarks.machine import cpu_steadiness, describe_machine
+    from benchmarks.recovery import run_recovery
     from benchmarks.snapshot import measure_snapshot
     from benchmarks.spark_baseline import run_jvm_groupby_count, run_python_state_count
     from benchmarks.throughput import run_chandy_reference_job
@@ -156,13 +167,26 @@ def main(argv=None) -> int:
                                 seconds=6 if args.quick else 20)
     python_state = run_python_state_count(spark, args.keys, rows_per_batch=2_000 if args.quick else 20_000,
                                           seconds=15 if args.quick else 30)
+    dips, recoveries = [], []
+    for name, make in (("heap", HashMapStateBackend), ("rocksdb", lambda: EmbeddedRocksDBStateBackend(True))):
+        # state_keys passes to fill the state, then 5 more: ~1 min on RocksDB, ~20 s on the heap
+        dips.append(run_checkpoint_dip(spark, state_keys, 1024, 6, state_keys, args.parallelism, interval_s=5,
+                                       state_backend=make()))
+    for name, make in (("heap", HashMapStateBackend), ("rocksdb-local", lambda: EmbeddedRocksDBStateBackend(True)),
+                       ("rocksdb-store", lambda: EmbeddedRocksDBStateBackend(True, local_recovery=False))):
+        row = run_recovery(spark, 4 * state_keys, state_keys, args.parallelism, state_backend=make(),
+                           value_bytes=1024, kill_after_share=0.5, interval_ms=2000)
+        row["variant"] = name
+        recoveries.append(row)
     spark.stop()
+    large = measure_larger_than_memory(100_000 if args.quick else 10_000_000) if args.large else None
     steadiness.append(cpu_steadiness())
     report = {"benchmark": "rocksdb", "quick": args.quick, "machine": describe_machine(),
               "cpu_steadiness": {"before": steadiness[0], "after": steadiness[1],
                                  "verdict": steadiness_verdict(steadiness)},
               "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "incremental": incremental, "heap_snapshot": heap,
+              "incremental": incremental, "heap_snapshot": heap, "checkpoint_dip": dips, "recovery": recoveries,
+              "larger_than_memory": large,
               "results": [results["heap"], results["rocksdb"], jvm, python_state]}
     print(f"machine: {report['machine']}; steadiness: {report['cpu_steadiness']['verdict']}")
     first, second = incremental["first"], incremental["after_change"]
@@ -173,6 +197,24 @@ def main(argv=None) -> int:
           f"({incremental['uploaded_share']:.1%})")
     print(f"heap full snapshot of the same state: sync {heap['sync_ms']} ms, async {heap['async_ms']} ms, "
           f"{heap['bytes']:,} bytes")
+    for row in dips:
+        print(f"throughput while checkpointing {row['keys']:,} keys x 1 KiB every {row['interval_s']} s, "
+              f"{row['state_backend']}: {row['rate_between_checkpoints']:,} records/s between checkpoints, "
+              f"{row['rate_during_checkpoints']:,} during (dip {row['dip']:.1%}); max sync {row['max_sync_ms']} ms, "
+              f"max async {row['max_async_ms']} ms")
+    for row in recoveries:
+        print(f"recovery after SIGKILL, {state_keys:,} keys x 1 KiB, {row['variant']}: first record after "
+              f"{row['first_record_after_kill_s']} s, full rate ({row['full_rate']:,}/s) after "
+              f"{row['full_rate_after_kill_s']} s")
+    if large:
+        first, second = large["first"], large["after_change"]
+        memory = large["memory"]
+        print(f"larger than memory, {large['keys']:,} keys x 1 KiB (block cache {memory['block_cache_bytes']:,} B,"
+              f" memtables {memory['write_buffer_bytes']:,} B): filled in {large['fill_s']} s; first "
+              f"checkpoint sync {first['sync_ms']} ms, async {first['async_ms']} ms; after 1% changed sync "
+              f"{second['sync_ms']} ms, async {second['async_ms']} ms, {second['uploaded_bytes']:,} of "
+              f"{second['full_bytes']:,} bytes; {large['random_reads_per_s']:,} random reads/s; peak resident "
+              f"memory {large['peak_rss_bytes']:,} B")
     for row in report["results"]:
         versus = [ratio(row["records_per_s"], base["records_per_s"]) for base in (jvm, python_state)]
         text = ", ".join("n/a" if v is None else f"{v:.2f}x" for v in versus)

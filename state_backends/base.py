@@ -264,9 +264,10 @@ class KeyedStateBackend(ABC):
     # -- snapshots and restores ------------------------------------------------------------------------
 
     @abstractmethod
-    def snapshot(self) -> KeyedSnapshot | None:
+    def snapshot(self, full: bool = False) -> KeyedSnapshot | None:
         """The synchronous part of a snapshot, at the barrier; None when there is no state. Must not take
-        longer with more state: the records wait meanwhile."""
+        longer with more state: the records wait meanwhile. ``full``: a snapshot written whole (a savepoint's, a
+        final state's), never an incremental one."""
 
     @abstractmethod
     def release(self, snapshot: KeyedSnapshot) -> None:

@@ -107,21 +107,24 @@ def _verified_rows(data: bytes, handle: StateHandle) -> tuple[str | None, list]:
     when the file is intact, else what is wrong with it."""
     crc = 0
     rows = []
+    # A shared rows file's handle lists no groups: its rows say which, and its checksum vouches for them.
+    listed = bool(handle.key_groups) or handle.checksum is None
     try:
         reader = pa.ipc.open_file(pa.py_buffer(data))
         if not reader.schema.equals(_SCHEMA):
             return f"is unreadable: its schema is {reader.schema}", []
-        if reader.num_record_batches != len(handle.key_groups):
+        if listed and reader.num_record_batches != len(handle.key_groups):
             return (f"is unreadable: it holds {reader.num_record_batches} key groups, {len(handle.key_groups)} "
                     "were written"), []
-        for index, group in enumerate(handle.key_groups):
+        for index in range(reader.num_record_batches):
             batch = reader.get_batch(index)
             batch.validate(full=True)  # offsets and lengths checked before any value is touched
             if batch.num_rows != 1 or batch.column(0).null_count or batch.column(1).null_count:
-                return f"is unreadable: key group {group} is not one row of state", []
+                return f"is unreadable: row {index} is not one row of state", []
             payload = batch.column(1)[0].as_buffer()  # no copy: a view of ``data``
-            crc = _add_to_checksum(crc, batch.column(0)[0].as_py(), payload)
-            rows.append((group, payload))
+            stored_group = batch.column(0)[0].as_py()
+            crc = _add_to_checksum(crc, stored_group, payload)
+            rows.append((handle.key_groups[index] if listed else stored_group, payload))
     except Exception as exc:  # whatever damaged bytes make Arrow raise (ArrowInvalid, OSError, ...)
         return f"is unreadable: {type(exc).__name__}: {exc}", []
     if handle.checksum is not None and _checksum_text(crc) != handle.checksum:
@@ -223,14 +226,14 @@ class CheckpointStorage:
         return f"{uid}/{subtask}.arrow"
 
     def absolute(self, checkpoint_id: CheckpointId, relative: str) -> str:
-        """Where a handle's file is: relative to its checkpoint's directory, or, for the final state of a
-        subtask that finished (``../finished/...``, shared by the checkpoints after it), to the job's.
+        """Where a handle's file is: relative to its checkpoint's directory, or, for files shared by checkpoints
+        (``../finished/...``: the final state of a subtask that finished; ``../shared/...``), to the job's.
 
         >>> storage = CheckpointStorage("memory://doc-absolute", "job")
         >>> storage.absolute(3, "count/0.arrow"), storage.absolute(3, "../finished/ab12/count/0.arrow")
         ('/doc-absolute/job/chk-3/count/0.arrow', '/doc-absolute/job/finished/ab12/count/0.arrow')
         """
-        if relative.startswith(FINISHED_PREFIX):
+        if relative.startswith("../"):
             return posixpath.join(self.job_dir, relative[3:])
         return posixpath.join(self.checkpoint_dir(checkpoint_id), relative)
 
@@ -250,6 +253,19 @@ class CheckpointStorage:
         if finished is not None:
             relative = f"{FINISHED_PREFIX}{finished}/{relative}"
         path = self.absolute(checkpoint_id, relative)
+        groups, checksum = self._write_rows(path, rows)
+        return StateHandle(uid, subtask, relative, self.store.size(path), groups, checksum)
+
+    def write_shared_rows(self, checkpoint_id: CheckpointId, uid: str, name: str,
+                          rows: Iterable[tuple[KeyGroup, bytes]]) -> tuple[SharedFile, tuple[KeyGroup, ...]]:
+        """Write rows as a state file does, to ``shared/<uid>/<name>`` (later checkpoints may reference it: an
+        incremental heap checkpoint's key groups). Its checksum is of its rows, as a state file's."""
+        relative = posixpath.join(SHARED, uid_directory_name(uid), name)
+        path = posixpath.join(self.job_dir, relative)
+        groups, checksum = self._write_rows(path, rows)
+        return SharedFile(relative, self.store.size(path), checksum, checkpoint_id), groups
+
+    def _write_rows(self, path: str, rows: Iterable[tuple[KeyGroup, bytes]]) -> tuple[tuple[KeyGroup, ...], str]:
         groups = []
         crc = 0
         with self.store.open_output(path) as sink:
@@ -259,7 +275,7 @@ class CheckpointStorage:
                     crc = _add_to_checksum(crc, group, payload)  # crc32 releases the GIL on large payloads
                     writer.write_batch(pa.RecordBatch.from_arrays(
                         [pa.array([group], pa.int32()), _binary_without_copy(payload)], schema=_SCHEMA))
-        return StateHandle(uid, subtask, relative, self.store.size(path), tuple(groups), _checksum_text(crc))
+        return tuple(groups), _checksum_text(crc)
 
     def write_metadata(self, checkpoint: CompletedCheckpoint) -> None:
         """Commit ``checkpoint``: write its ``_metadata``, which must not exist yet."""
@@ -469,9 +485,9 @@ class CheckpointStorage:
                 shared_path = posixpath.join(self.job_dir, stored.path)
                 try:
                     if self.store.size(shared_path) != stored.size:
-                        found.append(f"RocksDB file {shared_path} does not have the {stored.size} bytes stored")
+                        found.append(f"shared file {shared_path} does not have the {stored.size} bytes stored")
                 except FileNotFoundError:
-                    found.append(f"RocksDB file {shared_path} is missing")
+                    found.append(f"shared file {shared_path} is missing")
         return found
 
     def validated_checkpoint(self, checkpoint_id: CheckpointId) -> CompletedCheckpoint:

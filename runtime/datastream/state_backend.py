@@ -18,7 +18,7 @@ __all__ = ["StateBackend", "HashMapStateBackend", "EmbeddedRocksDBStateBackend",
            "STATE_BACKEND_CONF", "INCREMENTAL_CONF", "ROCKSDB_LOCAL_DIR_CONF", "LOCAL_RECOVERY_CONF"]
 
 STATE_BACKEND_CONF = "spark.chandy.stateBackend"  # hashmap | rocksdb: overrides the job's set_state_backend
-INCREMENTAL_CONF = "spark.chandy.incrementalCheckpoints"  # true | false, for rocksdb
+INCREMENTAL_CONF = "spark.chandy.incrementalCheckpoints"  # true | false, for either backend
 ROCKSDB_LOCAL_DIR_CONF = "spark.chandy.rocksdb.localDir"  # the workers' directory for RocksDB files
 LOCAL_RECOVERY_CONF = "spark.chandy.localRecovery"  # true (default) | false, for rocksdb
 
@@ -30,7 +30,7 @@ def state_backend_named(kind: str, incremental: bool | None = None, local_dir: s
     """The state backend a configuration names (``what``: the key it came from, for the error)."""
     name = str(kind).strip().lower()
     if name in ("hashmap", "heap", "filesystem", "jobmanager"):
-        return HashMapStateBackend()
+        return HashMapStateBackend(bool(incremental))
     if name in ("rocksdb", "embeddedrocksdb"):
         return EmbeddedRocksDBStateBackend(incremental, local_dir or None, local_recovery=local_recovery)
     raise ConfigurationError(f"{what} = {kind!r}: Chandy has 'hashmap' (keyed state in the workers' memory, the "

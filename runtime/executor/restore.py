@@ -27,10 +27,19 @@ from __future__ import annotations
 import pickle
 
 from runtime.ids import SubtaskIndex
-from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, UNION_PREFIX, RestoreSpec
+from runtime.protocol.checkpoints import (
+    HEAP_GROUPS_STATE_GROUP,
+    NATIVE_STATE_GROUP,
+    OPERATOR_STATE_GROUP,
+    UNION_PREFIX,
+    RestoreSpec,
+)
+from state_backends.heap.incremental import GroupManifest, restore_group_rows
 from state_backends.rocksdb.incremental import restore_native_state
 
 __all__ = ["restore_operator", "UNION_PREFIX"]
+
+_MANIFESTS = {NATIVE_STATE_GROUP, HEAP_GROUPS_STATE_GROUP}
 
 
 
@@ -40,13 +49,26 @@ def restore_operator(storage, spec: RestoreSpec, operator, backend, subtask: Sub
     if backend is not None:
         start, end = spec.key_groups
         wanted = set(range(start, end + 1))
+        native, heap_files = [], {}
         for handle in spec.keyed:
             if not handle.is_native:
                 for group, payload in storage.read_state_rows(spec.checkpoint_id, handle, wanted):
                     backend.restore_key_group(group, payload)
-        native = [handle for handle in spec.keyed if handle.is_native]
+                continue
+            for group, manifest in storage.read_state_rows(spec.checkpoint_id, handle, _MANIFESTS):
+                if group == NATIVE_STATE_GROUP:
+                    native.append(manifest)
+                else:  # an incremental heap snapshot: its groups' rows, from the rows files that hold them
+                    groups = GroupManifest.from_bytes(manifest)
+                    for row in restore_group_rows(storage, spec.checkpoint_id, handle.uid, groups, handle.shared,
+                                                  (start, end)):
+                        backend.restore_key_group(*row)
+                    shared = {stored.path: stored for stored in handle.shared}
+                    heap_files.update({g: shared[path] for g, path in groups.files.items() if start <= g <= end})
         if native:  # incremental RocksDB snapshots: their files, into any backend
             restore_native_state(storage, spec.checkpoint_id, native, backend, (start, end))
+        if heap_files and hasattr(backend, "adopt_group_files"):
+            backend.adopt_group_files(heap_files)
     if spec.operator:
         combined: dict[str, list] = {}
         for handle in spec.operator:

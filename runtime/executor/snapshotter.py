@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 from runtime.errors import ChandyError, UnpicklableStateError
 from runtime.ids import Attempt, ChainIndex, CheckpointId, SubtaskIndex
-from runtime.protocol.checkpoints import NATIVE_STATE_GROUP, OPERATOR_STATE_GROUP
+from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP
 from runtime.protocol.messages import AcknowledgeCheckpoint, DeclineCheckpoint, DeclineKind, SubtaskFinished
 from state_backends.base import KeyedSnapshot
 from state_backends.pickling import pickle_state
@@ -179,7 +179,7 @@ class Snapshotter:
                 keyed, shared = (), ()
                 if native:  # an incremental snapshot: its files uploaded, their manifest in the state file
                     manifest, shared = operator.keyed.upload(storage, snapshot.checkpoint_id, snapshot.subtask)
-                    rows.append((NATIVE_STATE_GROUP, manifest))
+                    rows.append((operator.keyed.manifest_group, manifest))
                 elif operator.keyed is not None:  # keyed groups stream straight into the file
                     keyed = operator.keyed.serialized()
                 if operator.keyed is not None or rows:

@@ -606,19 +606,22 @@ class SubtaskRunner:
         unaligned = self.unaligned and not self.aligned_timeout_ms and savepoint is None  # a source's, then
         self.writer.flush()
         with gc_paused():
-            snapshot = self._snapshot(checkpoint_id, alignment_ms)
+            snapshot = self._snapshot(checkpoint_id, alignment_ms, full=savepoint is not None)
             snapshot.savepoint = savepoint
             snapshot.start_delay_ms = max(0.0, start_delay_ms)
             snapshot.unaligned = unaligned
             self.writer.broadcast_event(CheckpointBarrier(checkpoint_id, savepoint, triggered_at_ms, unaligned))
         self.slot.snapshotter.submit(snapshot)
 
-    def _snapshot(self, checkpoint_id: CheckpointId, alignment_ms: float, final: str | None = None) -> SubtaskSnapshot:
-        """Every operator's state frozen now (keyed snapshots are copy-on-write: records may flow on)."""
+    def _snapshot(self, checkpoint_id: CheckpointId, alignment_ms: float, final: str | None = None,
+                  full: bool = False) -> SubtaskSnapshot:
+        """Every operator's state frozen now (keyed snapshots are copy-on-write: records may flow on). ``full``
+        (and for final states): keyed state written whole, as savepoints hold it, never incrementally."""
+        full = full or final is not None
         started = time.monotonic()
         snapshots = []
         for index, (node, backend) in enumerate(zip(self.chain.operators, self.backends)):
-            keyed = backend.snapshot() if backend is not None else None
+            keyed = backend.snapshot(full) if backend is not None else None
             state = self._call(index, "snapshot_operator_state", checkpoint_id)
             position = node.operator.describe_position() if node.is_source else None
             snapshots.append(OperatorSnapshot(node.uid, keyed, state, position))

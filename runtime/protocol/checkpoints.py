@@ -32,6 +32,7 @@ from runtime.ids import ChainIndex, CheckpointId, KeyGroup, SubtaskIndex
 __all__ = ["UNION_PREFIX", 
     "OPERATOR_STATE_GROUP",
     "NATIVE_STATE_GROUP",
+    "HEAP_GROUPS_STATE_GROUP",
     "SharedFile",
     "CHANNEL_KEY_GROUP_BASE",
     "CHANNEL_STATE_GROUP",
@@ -62,6 +63,9 @@ PINNED_CHANNEL_STATE_GROUP = KeyGroup(-3)
 # The row holding the manifest of a keyed backend's native incremental snapshot (RocksDB's files, listed in
 # state_backends.rocksdb.incremental), in place of one row per key group.
 NATIVE_STATE_GROUP = KeyGroup(-4)
+# The row holding the manifest of an incremental heap snapshot (which shared rows file holds each key group:
+# state_backends.heap.incremental).
+HEAP_GROUPS_STATE_GROUP = KeyGroup(-5)
 UNION_PREFIX = "union:"  # operator list state every subtask receives whole on a restore (Flink's union state)
 METADATA_FORMAT = 1
 
@@ -77,8 +81,8 @@ class SubtaskId:
 @dataclass(frozen=True)
 class SharedFile:
     """A file stored once and referenced by every checkpoint that needs it (an SST file of an incremental
-    RocksDB checkpoint): its path relative to the job's directory, size, checksum, and the checkpoint that
-    uploaded it.
+    RocksDB checkpoint, the rows file of an incremental heap checkpoint): its path relative to the job's
+    directory, size, checksum (of its bytes; of its rows for a rows file), and the checkpoint that uploaded it.
 
     >>> f = SharedFile("shared/count/ab12-000009.sst", 4096, "crc32:0badf00d", 7)
     >>> SharedFile.from_metadata(f.to_metadata()) == f
@@ -118,7 +122,8 @@ class StateHandle:
     size: int
     key_groups: tuple[KeyGroup, ...]  # in the file's batch order
     checksum: str | None = None  # 'crc32:<hex>' of its rows (storage.checksum); None before checksums
-    # A native (incremental RocksDB) snapshot: the key groups it covers (inclusive), and the shared files it uses.
+    # An incremental snapshot (RocksDB's files, or heap rows files): the key groups it covers (inclusive), and the
+    # shared files it uses; its state file holds a manifest row (NATIVE_STATE_GROUP or HEAP_GROUPS_STATE_GROUP).
     native_range: tuple[KeyGroup, KeyGroup] | None = None
     shared: tuple[SharedFile, ...] = ()
 

@@ -11,6 +11,7 @@ Such tables are written to snapshots without their expired entries, tagged so th
 
 from __future__ import annotations
 
+import os
 import pickle
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -29,7 +30,8 @@ from state_backends.descriptors import (
     ValueStateDescriptor,
     check_same_declaration,
 )
-from state_backends.heap.snapshot import TTL_FORMAT, HeapSnapshot
+from state_backends.heap.incremental import GroupFiles
+from state_backends.heap.snapshot import TTL_FORMAT, HeapSnapshot, IncrementalHeapSnapshot
 from state_backends.heap.states import (
     HeapAggregatingState,
     HeapListState,
@@ -87,9 +89,19 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     ``clock``: processing time in epoch ms, for state with a time-to-live (tests pass a fake one).
     """
 
-    def __init__(self, max_parallelism: int, key_groups: KeyGroupRange, clock=None):
+    def __init__(self, max_parallelism: int, key_groups: KeyGroupRange, clock=None, incremental: bool = False,
+                 operator_uid: str = ""):
         self.max_parallelism = max_parallelism
         self.key_groups = key_groups
+        self.operator_uid = operator_uid
+        self.incremental = incremental
+        # Incremental checkpoints: the groups changed since the last barrier (None: not tracked), the barrier
+        # number each group last changed before, and where completed checkpoints stored groups.
+        self._changed: set[int] | None = set() if incremental else None
+        self._changed_before: dict[int, int] = {}
+        self._barriers = 0
+        self.group_files = GroupFiles()
+        self.instance = os.urandom(8).hex()  # names this backend's rows files in shared storage
         self.clock = wall_clock_ms if clock is None else clock
         self._ttl_states: dict[str, State] = {}  # declared with a TTL
         self._ttl_restored: set[str] = set()  # restored with a TTL, not declared yet
@@ -120,6 +132,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._current_group_id = group
         if self._snapshots:
             self._capture(group)
+        changed = self._changed
+        if changed is not None:
+            changed.add(group)
 
     def _capture(self, group: int) -> None:
         """Copy-on-write: a snapshot still writing ``group`` captures it before it is changed (or handed out)."""
@@ -204,6 +219,12 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         still has to write it (:meth:`in_snapshot`)."""
         return self._tables.get(state_name, {})
 
+    def mark_changed(self, group: int) -> None:
+        """``group`` changed other than through a key's handles (TTL cleanup): the next incremental checkpoint
+        writes it."""
+        if self._changed is not None:
+            self._changed.add(group)
+
     def in_snapshot(self, group: int) -> bool:
         """Whether a snapshot in progress still has to write ``group`` as it was at its barrier."""
         return any(group in snapshot.pending for snapshot in self._snapshots)
@@ -216,6 +237,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             group = self.key_group_of(key)
         if self._snapshots:
             self._capture(group)
+        if self._changed is not None:
+            self._changed.add(group)
         groups = self._tables[state_name]
         table = groups.get(group)
         if table is None:
@@ -233,6 +256,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of  # the cache first: a call less per key
         snapshots = self._snapshots
+        changed = self._changed  # values handed out may be changed in place
         values = []
         append = values.append
         for key in keys:
@@ -241,6 +265,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                 group = group_of(key)
             if snapshots:  # the caller may change a value in place (an accumulator): capture its group first
                 self._capture(group)
+            if changed is not None:
+                changed.add(group)
             table = groups.get(group)
             append(None if table is None else table.get(key))
         return values
@@ -252,12 +278,15 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of
         snapshots = self._snapshots
+        changed = self._changed
         for key, value in zip(keys, values):
             group = cached(key)
             if group is None:
                 group = group_of(key)
             if snapshots:
                 self._capture(group)
+            if changed is not None:
+                changed.add(group)
             table = groups.get(group)
             if table is None:
                 table = groups[group] = {}
@@ -270,12 +299,15 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of
         snapshots = self._snapshots
+        changed = self._changed
         for key, value in zip(keys, values):
             group = cached(key)
             if group is None:
                 group = group_of(key)
             if snapshots:
                 self._capture(group)
+            if changed is not None:
+                changed.add(group)
             table = groups.get(group)
             if table is None:
                 table = groups[group] = {}
@@ -283,22 +315,56 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     # -- snapshots ------------------------------------------------------------------------------------
 
-    def snapshot(self) -> HeapSnapshot | None:
+    def snapshot(self, full: bool = False) -> HeapSnapshot | None:
         """The synchronous part of a snapshot: O(key groups). None when there is no state. Entries with a TTL are
-        judged at the barrier: those expired by then are not written."""
+        judged at the barrier: those expired by then are not written. Incremental (unless ``full``: savepoints
+        and final states): only the groups changed since the newest completed checkpoint are written."""
         ttl = None
         if self._ttl_names:
             now = self.clock()
             ttl = {name: _as_stored if (state := self._ttl_states.get(name)) is None else state.snapshot_filter(now)
                    for name in self._ttl_names}
         with gc_paused():
-            snapshot = HeapSnapshot(self, self._tables, ttl)
-        if not snapshot.pending:
+            if self._changed is None:
+                snapshot = HeapSnapshot(self, self._tables, ttl)
+            else:
+                snapshot = self._incremental_snapshot(ttl, full)
+        if not snapshot.pending and not getattr(snapshot, "references", None):
             return None
         self._snapshots = self._snapshots + (snapshot,)
         if self._current_group_id in snapshot.pending:  # handles still scoped to the key set before the barrier
             self._current_group_id = _STALE_GROUP
         return snapshot
+
+    def _incremental_snapshot(self, ttl, full: bool) -> HeapSnapshot:
+        self._barriers += 1
+        barrier = self._barriers
+        for group in self._changed:
+            self._changed_before[group] = barrier
+        self._changed = set()
+        if self._current_group_id >= 0:  # the handles' current group: marked again at its next access
+            self._current_group_id = _STALE_GROUP
+        if full:
+            return HeapSnapshot(self, self._tables, ttl)
+        base = self.group_files.base()
+        references = {}
+        if base is not None:
+            base_barrier, files = base
+            present = {group for groups in self._tables.values() for group, table in groups.items() if table}
+            changed_before = self._changed_before
+            references = {group: stored for group, stored in files.items()
+                          if group in present and changed_before.get(group, 0) <= base_barrier}
+        return IncrementalHeapSnapshot(self, self._tables, ttl, references, barrier)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self.group_files.completed(checkpoint_id)
+
+    def adopt_group_files(self, files: dict) -> None:
+        """A restore from an incremental heap checkpoint: its rows files hold the groups as restored, which the
+        next checkpoint may reference."""
+        if self._changed is not None:
+            self._changed.difference_update(files)
+            self.group_files.seed(files)
 
     def release(self, snapshot: HeapSnapshot) -> None:
         self._snapshots = tuple(s for s in self._snapshots if s is not snapshot)
@@ -308,6 +374,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         their last-access times: they expire when they would have without the restore."""
         if group not in self.key_groups:
             raise ProtocolError(f"key group {group} is not in this subtask's range {tuple(self.key_groups)}")
+        if self._changed is not None:
+            self._changed.add(group)  # unless adopt_group_files says where it is stored already
         for name, table in pickle.loads(payload).items():
             if type(table) is tuple:  # (format, table): a state with a TTL
                 table = self._restored_with_ttl(group, name, *table)
@@ -345,7 +413,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def drop_state(self, state_name: str) -> None:
         # Snapshots hold the group tables themselves, not this mapping: dropping it changes none of them.
-        self._tables.pop(state_name, None)
+        dropped = self._tables.pop(state_name, None)
+        if dropped and self._changed is not None:
+            self._changed.update(dropped)
         self._states.pop(state_name, None)
         self._descriptors.pop(state_name, None)
         self._ttl_states.pop(state_name, None)
@@ -366,15 +436,31 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 @dataclass(frozen=True)
 class HashMapStateBackend(StateBackend):
     """Keyed state on the heap, in Python dicts (PyFlink's ``HashMapStateBackend``): the fastest access, state
-    bounded by the workers' memory, and every checkpoint a full copy. The default.
+    bounded by the workers' memory. The default.
+
+    ``enable_incremental_checkpointing``: checkpoints write only the key groups changed since the last completed
+    one and reference the others (:mod:`state_backends.heap.incremental`); off, every checkpoint is a full copy.
+    Savepoints are always full.
 
     >>> from runtime.keys.key_groups import key_group_range
     >>> backend = HashMapStateBackend().create_keyed_state_backend("count", 128, key_group_range(128, 1, 0))
     >>> type(backend).__name__
     'HeapKeyedStateBackend'
+    >>> HashMapStateBackend(enable_incremental_checkpointing=True)
+    HashMapStateBackend(enable_incremental_checkpointing=True)
     """
+
+    enable_incremental_checkpointing: bool = False
+
+    def is_incremental_checkpoints_enabled(self) -> bool:
+        return self.enable_incremental_checkpointing
+
+    def __repr__(self) -> str:
+        return ("HashMapStateBackend(enable_incremental_checkpointing=True)" if self.enable_incremental_checkpointing
+                else "HashMapStateBackend()")
 
     def create_keyed_state_backend(self, operator_uid: str, max_parallelism: int,
                                    key_groups: KeyGroupRange) -> HeapKeyedStateBackend:
-        return HeapKeyedStateBackend(max_parallelism, key_groups)
+        return HeapKeyedStateBackend(max_parallelism, key_groups, incremental=self.enable_incremental_checkpointing,
+                                     operator_uid=operator_uid)
 

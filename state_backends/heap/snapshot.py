@@ -36,12 +36,14 @@ key group is pickled, on whichever thread pickles it: the live tables are never 
 from __future__ import annotations
 
 import threading
-from typing import Callable, Iterator
+from typing import Callable, Container, Iterator
 
+from runtime.errors import ProtocolError
+from runtime.protocol.checkpoints import HEAP_GROUPS_STATE_GROUP
 from state_backends.base import KeyedSnapshot
 from state_backends.pickling import pickle_state
 
-__all__ = ["HeapSnapshot", "TTL_FORMAT"]
+__all__ = ["HeapSnapshot", "IncrementalHeapSnapshot", "TTL_FORMAT"]
 
 TTL_FORMAT = "ttl/1"  # a state's table as {key: entry with last-access times} (state_backends.heap.ttl_states)
 
@@ -49,15 +51,17 @@ TTL_FORMAT = "ttl/1"  # a state's table as {key: entry with last-access times} (
 class HeapSnapshot(KeyedSnapshot):
     """``ttl``: for each state with a time-to-live, the function from a key group's table to what is written."""
 
+    incremental = False  # written whole by serialized(); see IncrementalHeapSnapshot
+
     def __init__(self, backend, tables: dict[str, dict[int, dict]],
-                 ttl: dict[str, Callable[[dict], dict]] | None = None):
+                 ttl: dict[str, Callable[[dict], dict]] | None = None, skip: Container[int] = ()):
         self._backend = backend
         self._ttl = ttl
         self._lock = threading.Lock()
         frozen: dict[int, dict[str, dict]] = {}
         for name, groups in tables.items():
             for group, table in groups.items():
-                if table:
+                if table and group not in skip:
                     frozen.setdefault(group, {})[name] = table
         self._frozen = frozen  # group -> its live tables, while pending
         self.pending = set(frozen)  # read by the subtask without the lock: a group leaves it once captured
@@ -118,3 +122,37 @@ class HeapSnapshot(KeyedSnapshot):
             self._frozen.clear()
             self._pickled.clear()
         self._backend.release(self)
+
+
+class IncrementalHeapSnapshot(HeapSnapshot):
+    """A heap snapshot that writes only the key groups changed since the newest completed checkpoint and
+    references the others where that checkpoint stored them (:mod:`state_backends.heap.incremental`).
+
+    ``references``: group -> the rows file holding it; ``barrier``: this snapshot's barrier number (the files'
+    owner records it, to know later which groups changed since)."""
+
+    incremental = True  # the snapshotter calls upload(), except for savepoints and final states
+    manifest_group = HEAP_GROUPS_STATE_GROUP  # the state file's row holding upload()'s manifest
+
+    def __init__(self, backend, tables, ttl, references: dict, barrier: int):
+        super().__init__(backend, tables, ttl, skip=references)
+        self.references = references
+        self.barrier = barrier
+        self.key_range = (backend.key_groups.start, backend.key_groups.end)
+
+    def serialized(self) -> Iterator[tuple[int, bytes]]:
+        if self.references:
+            raise ProtocolError("an incremental heap snapshot holds only the key groups changed since the last "
+                                "checkpoint: a snapshot to write whole is taken with snapshot(full=True)")
+        return super().serialized()
+
+    def upload(self, storage, checkpoint_id: int, subtask: int):
+        """The asynchronous part: ``(manifest, shared files)``."""
+        from state_backends.heap.incremental import upload_groups
+
+        backend = self._backend
+        name = f"{backend.instance}-{checkpoint_id}.rows.arrow"
+        manifest, shared, files = upload_groups(storage, checkpoint_id, backend.operator_uid, name,
+                                                super().serialized(), self.key_range, self.references)
+        backend.group_files.stored(checkpoint_id, self.barrier, files)
+        return manifest, shared

@@ -91,6 +91,7 @@ class _IncrementalCleanup:
                 del table[key]
             else:
                 table[key] = live
+            backend.mark_changed(self._group)
 
 
 class _TtlState(_HeapState):

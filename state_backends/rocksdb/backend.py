@@ -456,9 +456,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     # -- snapshots ----------------------------------------------------------------------------------------------
 
-    def snapshot(self):
+    def snapshot(self, full: bool = False):
         """The synchronous part of a checkpoint: constant time, whatever the state's size. The RocksDB checkpoint
-        is taken by the asynchronous part (:class:`~state_backends.rocksdb.barrier.BarrierCut`)."""
+        is taken by the asynchronous part (:class:`~state_backends.rocksdb.barrier.BarrierCut`). (``full``: the
+        snapshotter writes savepoints and final states whole from the same RocksDB checkpoint.)"""
         self._end_cut()
         from state_backends.rocksdb.snapshot import RocksDBFullSnapshot
 

@@ -178,15 +178,14 @@ def upload_checkpoint(path: str, backend, storage, checkpoint_id: CheckpointId, 
     return manifest.to_bytes(), tuple(referenced.values())
 
 
-def restore_native_state(storage, checkpoint_id: CheckpointId, handles, backend, owned: tuple[int, int]) -> None:
+def restore_native_state(storage, checkpoint_id: CheckpointId, manifests: list[bytes], backend,
+                         owned: tuple[int, int]) -> None:
     """Load the key groups ``owned`` from native (incremental RocksDB) snapshots into ``backend``: a RocksDB backend
     restored at key groups one snapshot covers becomes that snapshot's instance; otherwise (a rescale, or the heap
     backend) each snapshot's files are opened and its rows of ``owned`` loaded in the portable format."""
-    from runtime.protocol.checkpoints import NATIVE_STATE_GROUP
     from state_backends.rocksdb.snapshot import portable_rows
 
-    manifests = [NativeManifest.from_bytes(payload) for handle in handles
-                 for _, payload in storage.read_state_rows(checkpoint_id, handle, {NATIVE_STATE_GROUP})]
+    manifests = [NativeManifest.from_bytes(payload) for payload in manifests]
     if (len(manifests) == 1 and hasattr(backend, "adopt_native") and backend.is_empty()
             and manifests[0].key_groups[0] <= owned[0] and owned[1] <= manifests[0].key_groups[1]):
         backend.adopt_native(storage, checkpoint_id, manifests[0])

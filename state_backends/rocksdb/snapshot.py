@@ -31,6 +31,7 @@ import shutil
 import threading
 from typing import Callable, Iterator
 
+from runtime.protocol.checkpoints import NATIVE_STATE_GROUP
 from state_backends.base import KeyedSnapshot
 from state_backends.heap.snapshot import TTL_FORMAT
 from state_backends.pickling import pickle_state
@@ -44,6 +45,8 @@ class RocksDBFullSnapshot(KeyedSnapshot):
     """``cut``: the RocksDB checkpoint of the barrier, taken by the first of :meth:`serialized` and :meth:`upload`;
     ``ttl``: per state with a time-to-live, the function of a stored value to what is written (None: expired at
     the barrier)."""
+
+    manifest_group = NATIVE_STATE_GROUP  # the state file's row holding upload()'s manifest
 
     def __init__(self, backend, cut, ttl: dict[str, Callable]):
         self._backend = backend

@@ -50,6 +50,8 @@ class Implementation:
 
 STATE_BACKENDS = [
     pytest.param(Implementation(lambda directory: HashMapStateBackend(), values_by_reference=True), id="hashmap"),
+    pytest.param(Implementation(lambda directory: HashMapStateBackend(enable_incremental_checkpointing=True),
+                                values_by_reference=True), id="hashmap-incremental"),
     pytest.param(Implementation(lambda directory: EmbeddedRocksDBStateBackend(db_storage_path=str(directory)),
                                 values_by_reference=False), id="rocksdb"),
 ]

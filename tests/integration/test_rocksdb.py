@@ -27,9 +27,15 @@ def rocksdb(tmp_path, incremental=False) -> EmbeddedRocksDBStateBackend:
     return EmbeddedRocksDBStateBackend(incremental, db_storage_path=str(tmp_path / "rocksdb"))
 
 
-@pytest.mark.parametrize("how, incremental", [("exception", False), ("kill", False), ("kill", True)])
-def test_keyed_counts_on_rocksdb_are_exactly_once_after_a_failure(env, tmp_path, how, incremental):
-    env.set_state_backend(rocksdb(tmp_path, incremental))
+BACKENDS = {"heap": lambda tmp_path: HashMapStateBackend(), "rocksdb": rocksdb,
+            "incremental": lambda tmp_path: rocksdb(tmp_path, incremental=True),
+            "heap-incremental": lambda tmp_path: HashMapStateBackend(enable_incremental_checkpointing=True)}
+
+
+@pytest.mark.parametrize("how, backend", [("exception", "rocksdb"), ("kill", "rocksdb"), ("kill", "incremental"),
+                                          ("kill", "heap-incremental")])
+def test_keyed_counts_are_exactly_once_after_a_failure(env, tmp_path, how, backend):
+    env.set_state_backend(BACKENDS[backend](tmp_path))
     sink = build(env, tmp_path, 2, how, random.randrange(1 << 30))
     result = env.execute(f"rocksdb-exactly-once-{how}")
     assert result.restarts == 1 and result.restored_from[1] is not None
@@ -52,9 +58,6 @@ def test_windows_and_their_timers_on_rocksdb_are_exactly_once_after_a_kill(env, 
     check_exact(result, tumbling, sessions, n)
 
 
-BACKENDS = {"heap": lambda tmp_path: HashMapStateBackend(), "rocksdb": rocksdb,
-            "incremental": lambda tmp_path: rocksdb(tmp_path, incremental=True)}
-
 
 @pytest.mark.parametrize("first, first_parallelism, then, parallelism", [
     ("heap", 2, "incremental", 3),  # heap checkpoints into RocksDB
@@ -62,6 +65,8 @@ BACKENDS = {"heap": lambda tmp_path: HashMapStateBackend(), "rocksdb": rocksdb,
     ("incremental", 2, "heap", 1),  # RocksDB's files into the heap
     ("incremental", 2, "incremental", 3),  # rescaled up and down from incremental checkpoints
     ("incremental", 3, "incremental", 1),
+    ("heap-incremental", 2, "heap-incremental", 3),  # heap rows files, rescaled
+    ("heap-incremental", 3, "incremental", 1),  # heap rows files into RocksDB
 ])
 def test_window_state_moves_between_backends_and_parallelisms(spark, tmp_path, first, first_parallelism, then,
                                                               parallelism):
@@ -96,16 +101,20 @@ class CountAndRemember(CountPerKey):
         yield from super().process_element(value, ctx)
 
 
-def counting_job(env, tmp_path, sink, n, end_when=None):
+def key_of(x):
+    return x // 50 % 101  # runs of one key: a checkpoint interval changes a few key groups, not all of them
+
+
+def counting_job(env, tmp_path, sink, n, end_when=None, backend="incremental"):
     env.set_parallelism(2).enable_checkpointing(100)
-    env.set_state_backend(rocksdb(tmp_path, incremental=True))
+    env.set_state_backend(BACKENDS[backend](tmp_path))
     config = env.get_checkpoint_config()
     config.set_checkpoint_storage(str(tmp_path / "ck"))
     config.set_max_retained_checkpoints(2)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
     source = PacedSource(SequenceSource(0, n - 1), per_checkpoint=n // 2 // 30, end_when=end_when,
                          together=str(tmp_path / "paced"))
-    (env.from_source(source, "numbers").uid("numbers").key_by(lambda x: x % 101)
+    (env.from_source(source, "numbers").uid("numbers").key_by(key_of)
      .process(CountAndRemember()).uid("count")
      .sink_to(sink).uid("sink"))
 
@@ -114,10 +123,12 @@ def shared_paths(checkpoint) -> set:
     return {f.path for handle in checkpoint.state_handles for f in handle.shared}
 
 
-def test_incremental_checkpoints_with_retention_keep_every_file_the_retained_ones_need(spark, tmp_path):
+@pytest.mark.parametrize("backend", ["incremental", "heap-incremental"])
+def test_incremental_checkpoints_with_retention_keep_every_file_the_retained_ones_need(spark, tmp_path, backend):
     n = 30_000
     first = StreamExecutionEnvironment.get_execution_environment(spark)
-    counting_job(first, tmp_path, CollectSink("counts"), n, end_when=FileExists(str(tmp_path / "never")))
+    counting_job(first, tmp_path, CollectSink("counts"), n, end_when=FileExists(str(tmp_path / "never")),
+                 backend=backend)
     client = first.execute_async("retention-chain")
     storage = CheckpointStorage("file://" + str(tmp_path / "ck"), "retention-chain")
     try:
@@ -137,7 +148,7 @@ def test_incremental_checkpoints_with_retention_keep_every_file_the_retained_one
     # The oldest retained checkpoint, restored after the newer ones were taken (by another job): exact.
     second = StreamExecutionEnvironment.get_execution_environment(spark)
     sink = CollectSink("counts")
-    counting_job(second, tmp_path / "oldest", sink, n)
+    counting_job(second, tmp_path / "oldest", sink, n, backend=backend)
     check_counts(second.execute("from-oldest", restore_from=storage.checkpoint_dir(oldest.checkpoint_id)), sink, n)
 
     # A file only the newest references goes missing: asking for the newest names the file, and 'latest' falls
@@ -145,7 +156,7 @@ def test_incremental_checkpoints_with_retention_keep_every_file_the_retained_one
     storage.delete_shared(only_newest[:1])
     third = StreamExecutionEnvironment.get_execution_environment(spark)
     sink = CollectSink("counts")
-    counting_job(third, tmp_path, sink, n)
+    counting_job(third, tmp_path, sink, n, backend=backend)
     with pytest.raises(CorruptCheckpointError, match=only_newest[0].split("/")[-1] + " is missing"):
         third.execute("retention-chain", restore_from=newest.checkpoint_id)
     result = third.execute("retention-chain", restore_from="latest")
@@ -154,7 +165,7 @@ def test_incremental_checkpoints_with_retention_keep_every_file_the_retained_one
 
 
 def check_counts(result, sink, n):
-    assert_counts_continue(result.collected(sink), collections.Counter(x % 101 for x in range(n)))
+    assert_counts_continue(result.collected(sink), collections.Counter(key_of(x) for x in range(n)))
 
 
 class BackendName(KeyedProcessFunction):
