@@ -5,9 +5,10 @@
 - **incremental checkpoints of 1 GB of state** (1M keys x 1 KiB, one subtask's RocksDB backend, local checkpoint
   storage): the first checkpoint (everything uploaded), then one after 1% of the keys changed: synchronous
   part, asynchronous part, bytes uploaded against the state's full size; beside the heap backend's full snapshot
-  of the same state (:func:`benchmarks.snapshot.measure_snapshot`);
+  of the same state (:func:`benchmarks.snapshot.measure_snapshot`) and its incremental checkpoints (1% of the
+  keys changed across the key groups at max parallelism 128 and 4096, and within 1% of the key groups);
 - **the record-API reference job** (a running count per key, 1,000 keys, parallelism 2, checkpoints every
-  second) on the heap and on RocksDB, alternated, with Spark Structured Streaming's JVM count and its Python
+  second) on the heap, on RocksDB and on the heap with incremental checkpoints, alternated, with Spark Structured Streaming's JVM count and its Python
   state on the RocksDB state store as baselines from the same run;
 - **the throughput dip while 1 GB of state is checkpointed** (1M keys x 1 KiB, every record rewriting its key's
   entry, checkpoints every 5 s: :mod:`benchmarks.checkpoint_dip`), heap and RocksDB;
@@ -101,6 +102,40 @@ def measure_incremental(keys: int, value_bytes: int = 1024, changed_share: float
                                                       "write_buffer_bytes": settings.write_buffer_bytes}}
 
 
+def measure_heap_incremental(keys: int, value_bytes: int = 1024, changed_share: float = 0.01,
+                             max_parallelism: int = 128, clustered: bool = False) -> dict:
+    """Incremental heap checkpoints of ``keys`` keys: the first, and one after ``changed_share`` of the keys
+    changed, spread over every key group, or ``clustered`` in that share of the key groups."""
+    from runtime.keys.key_groups import assign_to_key_group
+    from state_backends.heap import HeapKeyedStateBackend
+
+    directory = tempfile.mkdtemp(prefix="chandy-heap-bench-")
+    backend = HeapKeyedStateBackend(max_parallelism, key_group_range(max_parallelism, 1, 0), incremental=True,
+                                    operator_uid="bench")
+    sent: list = []
+    snapshotter = Snapshotter(CheckpointStorage(f"file://{directory}/ck", "bench"), 0, sent.append)
+    try:
+        backend.get_state(ValueStateDescriptor("value"))
+        noise = random.Random(17)
+        for first in range(0, keys, 10_000):
+            numbers = list(range(first, min(keys, first + 10_000)))
+            backend.put_many("value", numbers, [noise.randbytes(value_bytes) for _ in numbers])
+        first_checkpoint = _checkpoint(snapshotter, sent, backend, 1)
+        if clustered:
+            groups = max(1, round(max_parallelism * changed_share))
+            changed = [key for key in range(keys) if assign_to_key_group(key, max_parallelism) < groups]
+        else:
+            changed = list(range(0, keys, max(1, int(1 / changed_share))))
+        backend.put_many("value", changed, [noise.randbytes(value_bytes) for _ in changed])
+        second = _checkpoint(snapshotter, sent, backend, 2)
+    finally:
+        snapshotter.close(60)
+        shutil.rmtree(directory, ignore_errors=True)
+    return {"keys": keys, "max_parallelism": max_parallelism, "changed_keys": len(changed), "clustered": clustered,
+            "first": first_checkpoint, "after_change": second,
+            "uploaded_share": round(second["uploaded_bytes"] / max(1, second["full_bytes"]), 4)}
+
+
 def peak_rss_bytes() -> int | None:
     """This process's peak resident memory (Linux's VmHWM)."""
     try:
@@ -149,14 +184,17 @@ def main(argv=None) -> int:
     state_keys = 20_000 if args.quick else 1_000_000
     incremental = measure_incremental(state_keys)
     heap = measure_snapshot(state_keys, value_bytes=1024)
+    heap_incremental = [measure_heap_incremental(state_keys, max_parallelism=p, clustered=c)
+                        for p, c in ((128, False), (128, True), (4096, False))]
     records = 50_000 if args.quick else 4_000_000
     repeats = args.repeats or (1 if args.quick else 2)
     spark = start_spark(args.parallelism)
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up
-    backends = {"heap": HashMapStateBackend, "rocksdb": lambda: EmbeddedRocksDBStateBackend(True)}
+    backends = {"heap": HashMapStateBackend, "rocksdb": lambda: EmbeddedRocksDBStateBackend(True),
+                "heap-incremental": lambda: HashMapStateBackend(True)}
     runs: dict[str, list] = {name: [] for name in backends}
     for repeat in range(repeats):
-        for name in (list(backends) if repeat % 2 == 0 else list(backends)[::-1]):
+        for name in (list(backends) if repeat % 2 == 0 else list(backends)[::-1]):  # alternated
             with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
                 row = run_chandy_reference_job(spark, records, args.keys, args.parallelism, checkpoints,
                                                state_backend=backends[name]())
@@ -185,9 +223,9 @@ def main(argv=None) -> int:
               "cpu_steadiness": {"before": steadiness[0], "after": steadiness[1],
                                  "verdict": steadiness_verdict(steadiness)},
               "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "incremental": incremental, "heap_snapshot": heap, "checkpoint_dip": dips, "recovery": recoveries,
-              "larger_than_memory": large,
-              "results": [results["heap"], results["rocksdb"], jvm, python_state]}
+              "incremental": incremental, "heap_snapshot": heap, "heap_incremental": heap_incremental,
+              "checkpoint_dip": dips, "recovery": recoveries, "larger_than_memory": large,
+              "results": [results["heap"], results["rocksdb"], results["heap-incremental"], jvm, python_state]}
     print(f"machine: {report['machine']}; steadiness: {report['cpu_steadiness']['verdict']}")
     first, second = incremental["first"], incremental["after_change"]
     print(f"RocksDB, {state_keys:,} keys x 1 KiB, incremental checkpoints: first sync {first['sync_ms']} ms, async "
@@ -197,6 +235,12 @@ def main(argv=None) -> int:
           f"({incremental['uploaded_share']:.1%})")
     print(f"heap full snapshot of the same state: sync {heap['sync_ms']} ms, async {heap['async_ms']} ms, "
           f"{heap['bytes']:,} bytes")
+    for row in heap_incremental:
+        second = row["after_change"]
+        print(f"heap incremental, max parallelism {row['max_parallelism']}, {row['changed_keys']:,} keys changed "
+              f"{'in 1% of the key groups' if row['clustered'] else 'across the key groups'}: sync "
+              f"{second['sync_ms']} ms, async {second['async_ms']} ms, {second['uploaded_bytes']:,} of "
+              f"{second['full_bytes']:,} bytes ({row['uploaded_share']:.1%})")
     for row in dips:
         print(f"throughput while checkpointing {row['keys']:,} keys x 1 KiB every {row['interval_s']} s, "
               f"{row['state_backend']}: {row['rate_between_checkpoints']:,} records/s between checkpoints, "
@@ -226,7 +270,7 @@ def main(argv=None) -> int:
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
     print(f"written: {path}")
-    return 0 if all(row["exact"] for row in report["results"][:2]) else 1
+    return 0 if all(row["exact"] for row in report["results"][:3]) else 1
 
 
 if __name__ == "__main__":

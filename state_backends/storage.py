@@ -424,6 +424,13 @@ class CheckpointStorage:
                 found.append(posixpath.join(SHARED, uid, name))
         return found
 
+    def shared_file_exists(self, relative: str) -> bool:
+        try:
+            self.store.size(posixpath.join(self.job_dir, relative))
+        except FileNotFoundError:
+            return False
+        return True
+
     def delete_shared(self, paths) -> None:
         for relative in paths:
             self.store.delete(posixpath.join(self.job_dir, relative))
@@ -590,7 +597,7 @@ class SavepointStorage(CheckpointStorage):
         return self.url
 
     def absolute(self, checkpoint_id: CheckpointId, relative: str) -> str:
-        if relative.startswith(FINISHED_PREFIX):
+        if relative.startswith("../"):
             raise CorruptCheckpointError(f"Savepoint {self.url} references {relative} outside itself: a savepoint "
                                          "must hold every file it needs.")
         return posixpath.join(self.job_dir, relative)

@@ -106,6 +106,7 @@ class CheckpointCoordinator:
         self.stats: list[CheckpointStats] = []
         self.pending: dict[CheckpointId, PendingCheckpoint] = {}
         self.aborted: dict[CheckpointId, PendingCheckpoint] = {}
+        self._retained_shared: set[str] | None = None  # shared files the retained checkpoints reference
         self.consecutive_failures = 0
         self.last_trigger_ms: float | None = None
         self.last_completion_ms: float | None = None
@@ -490,9 +491,14 @@ class CheckpointCoordinator:
         checkpoint_id = pending.checkpoint_id
         if checkpoint_id in self.savepoints:
             return self._commit_savepoint(pending)
+        checkpoint = self._completed(pending)
+        gone = self._gone_shared_files(checkpoint)
+        if gone:
+            return self._abort(checkpoint_id, f"it references shared files that retention deleted while it was being "
+                                              f"taken ({', '.join(gone[:3])}); the next checkpoint stores their state "
+                                              "anew", count_failure=False)
         del self.pending[checkpoint_id]
         now = self._now_ms()
-        checkpoint = self._completed(pending)
         stats = checkpoint.stats
         try:
             self.storage.write_metadata(checkpoint)
@@ -525,6 +531,9 @@ class CheckpointCoordinator:
         completed = [s.checkpoint_id for s in stored if s.status is CheckpointStatus.COMPLETED]
         keep = set(completed[-self.config.retained:])
         newest = completed[-1] if completed else 0
+        referenced = {f.path for entry in stored if entry.checkpoint_id in keep and entry.checkpoint is not None
+                      for h in entry.checkpoint.state_handles for f in h.shared}
+        self._retained_shared = referenced
         released: set[str] = set()  # shared files the deleted checkpoints referenced
         for entry in stored:
             superseded = entry.status is CheckpointStatus.COMPLETED and entry.checkpoint_id not in keep
@@ -539,11 +548,9 @@ class CheckpointCoordinator:
                 if entry.checkpoint is not None:
                     released.update(f.path for h in entry.checkpoint.state_handles for f in h.shared)
         if released:
-            # A retained checkpoint may reference them too. No pending one can reference a file only deleted ones
-            # did: an SST file RocksDB compacted away never comes back, and a subtask reuses only files of the
-            # newest completed checkpoint it was told of.
-            referenced = {f.path for entry in stored if entry.checkpoint_id in keep and entry.checkpoint is not None
-                          for h in entry.checkpoint.state_handles for f in h.shared}
+            # A retained checkpoint may reference them too. A pending one may as well (a subtask that had not heard
+            # of a newer checkpoint when its barrier came reuses the files of the one it had heard of): it is then
+            # aborted when it completes (_gone_shared_files), and the next one stores that state anew.
             try:
                 self.storage.delete_shared(sorted(released - referenced))
             except StorageUnreachableError as exc:
@@ -569,6 +576,20 @@ class CheckpointCoordinator:
             self.storage.delete_shared(sorted(set(self.storage.shared_files()) - shared))
         except Exception as exc:  # best effort: the next commit tries again
             log.debug("could not delete final states or unreferenced shared files: %s", exc)
+
+    def _gone_shared_files(self, checkpoint: CompletedCheckpoint) -> list[str]:
+        """Shared files ``checkpoint`` references that are not there any more. Only files it did not store itself
+        and no retained checkpoint references are looked at (normally none: no storage call)."""
+        if self._retained_shared is None:
+            try:
+                self._retained_shared = {f.path for entry in self.storage.survey()
+                                         if entry.status is CheckpointStatus.COMPLETED and entry.checkpoint is not None
+                                         for h in entry.checkpoint.state_handles for f in h.shared}
+            except StorageUnreachableError:
+                self._retained_shared = set()
+        unsure = sorted({f.path for h in checkpoint.state_handles for f in h.shared
+                         if f.uploaded_in != checkpoint.checkpoint_id and f.path not in self._retained_shared})
+        return [path for path in unsure if not self.storage.shared_file_exists(path)]
 
     def _abort_all(self, reason: str) -> None:
         for checkpoint_id in list(self.pending):

@@ -44,8 +44,10 @@ _MANIFESTS = {NATIVE_STATE_GROUP, HEAP_GROUPS_STATE_GROUP}
 
 
 def restore_operator(storage, spec: RestoreSpec, operator, backend, subtask: SubtaskIndex,
-                     parallelism: int) -> None:
-    """Load one operator subtask's state (runs on the executor, before the operator opens)."""
+                     parallelism: int, own_job_dir: str | None = None) -> None:
+    """Load one operator subtask's state (runs on the executor, before the operator opens). ``own_job_dir``: where
+    the job's own checkpoints go (an incremental heap backend references the restored files only if it is
+    ``storage``'s: paths are relative to the job's directory)."""
     if backend is not None:
         start, end = spec.key_groups
         wanted = set(range(start, end + 1))
@@ -67,7 +69,7 @@ def restore_operator(storage, spec: RestoreSpec, operator, backend, subtask: Sub
                     heap_files.update({g: shared[path] for g, path in groups.files.items() if start <= g <= end})
         if native:  # incremental RocksDB snapshots: their files, into any backend
             restore_native_state(storage, spec.checkpoint_id, native, backend, (start, end))
-        if heap_files and hasattr(backend, "adopt_group_files"):
+        if heap_files and hasattr(backend, "adopt_group_files") and own_job_dir == storage.job_dir:
             backend.adopt_group_files(heap_files)
     if spec.operator:
         combined: dict[str, list] = {}

@@ -115,8 +115,9 @@ class SlotRunner:
                 node.operator.setup(info, backend)
                 spec = self.restore.get(node.uid, {}).get(self.slot)
                 if spec is not None:
+                    own = graph.checkpointing.storage if graph.checkpointing is not None else None
                     restore_operator(self.restore_storage, spec, node.operator, backend, self.slot,
-                                     chain.parallelism)
+                                     chain.parallelism, own.job_dir if own is not None else None)
             runner = SubtaskRunner(self, chain, gate)
             spec = self.restore.get(chain.operators[0].uid, {}).get(self.slot)
             if spec is not None and spec.channel:  # records in flight at an unaligned checkpoint: replayed first

@@ -95,10 +95,11 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self.key_groups = key_groups
         self.operator_uid = operator_uid
         self.incremental = incremental
-        # Incremental checkpoints: the groups changed since the last barrier (None: not tracked), the barrier
-        # number each group last changed before, and where completed checkpoints stored groups.
+        # Incremental checkpoints: the groups changed since the last barrier (None: not tracked), for each group
+        # the number of the first barrier after its last change, and where completed checkpoints stored groups.
         self._changed: set[int] | None = set() if incremental else None
-        self._changed_before: dict[int, int] = {}
+        self._last_change_barrier: dict[int, int] = {}
+        self._migrated: set[int] = set()  # groups restored in another format than their rows file holds
         self._barriers = 0
         self.group_files = GroupFiles()
         self.instance = os.urandom(8).hex()  # names this backend's rows files in shared storage
@@ -193,6 +194,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._ttl_names.discard(name)
         if not groups or ttl == stored_ttl:
             return
+        if self._changed is not None:  # rows files hold them in the restored format: write them anew
+            self._changed.update(groups)
         ttl_class = _TTL_STATE_CLASSES[descriptor_class]
         if ttl:  # restored without a TTL: each entry's life starts now
             now, wrap = self.clock(), ttl_class._wrap
@@ -340,7 +343,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._barriers += 1
         barrier = self._barriers
         for group in self._changed:
-            self._changed_before[group] = barrier
+            self._last_change_barrier[group] = barrier
         self._changed = set()
         if self._current_group_id >= 0:  # the handles' current group: marked again at its next access
             self._current_group_id = _STALE_GROUP
@@ -351,7 +354,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         if base is not None:
             base_barrier, files = base
             present = {group for groups in self._tables.values() for group, table in groups.items() if table}
-            changed_before = self._changed_before
+            changed_before = self._last_change_barrier
             references = {group: stored for group, stored in files.items()
                           if group in present and changed_before.get(group, 0) <= base_barrier}
         return IncrementalHeapSnapshot(self, self._tables, ttl, references, barrier)
@@ -363,7 +366,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         """A restore from an incremental heap checkpoint: its rows files hold the groups as restored, which the
         next checkpoint may reference."""
         if self._changed is not None:
-            self._changed.difference_update(files)
+            self._changed.difference_update(set(files) - self._migrated)
             self.group_files.seed(files)
 
     def release(self, snapshot: HeapSnapshot) -> None:
@@ -382,6 +385,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             elif name in self._ttl_states:  # declared with a TTL already: the entries' lives start now
                 wrap, now = self._ttl_states[name]._wrap, self.clock()
                 table = {key: wrap(entry, now) for key, entry in table.items()}
+                self._migrated.add(group)  # not as its rows file holds it
             self._tables.setdefault(name, {})[group] = table
 
     def _restored_with_ttl(self, group: int, name: str, stored_format: str, table: dict) -> dict:

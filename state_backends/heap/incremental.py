@@ -69,7 +69,8 @@ class GroupFiles:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._taken: dict[CheckpointId, tuple[int, dict[int, SharedFile]]] = {}  # stored, not completed yet
+        # stored, not completed yet
+        self._awaiting_completion: dict[CheckpointId, tuple[int, dict[int, SharedFile]]] = {}
         self._base: tuple[int, dict[int, SharedFile]] | None = None  # (barrier number, group -> its rows file)
         self._newest_completed: CheckpointId | None = None
 
@@ -80,13 +81,13 @@ class GroupFiles:
 
     def stored(self, checkpoint_id: CheckpointId, barrier: int, files: dict[int, SharedFile]) -> None:
         with self._lock:
-            self._taken[checkpoint_id] = (barrier, files)
+            self._awaiting_completion[checkpoint_id] = (barrier, files)
 
     def completed(self, checkpoint_id: CheckpointId) -> None:
         with self._lock:
-            taken = self._taken.pop(checkpoint_id, None)
-            for older in [c for c in self._taken if c < checkpoint_id]:
-                del self._taken[older]  # a checkpoint older than a completed one never completes
+            taken = self._awaiting_completion.pop(checkpoint_id, None)
+            for older in [c for c in self._awaiting_completion if c < checkpoint_id]:
+                del self._awaiting_completion[older]  # a checkpoint older than a completed one never completes
             if taken is not None and (self._newest_completed is None or checkpoint_id > self._newest_completed):
                 self._base, self._newest_completed = taken, checkpoint_id
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import enum
 import os
+import shutil
 import threading
 import time
 from typing import Any, Callable, Iterable
@@ -112,6 +113,7 @@ class BarrierCut:
         self._families = families
         self._pending = pending
         self._lock = threading.Lock()
+        self._failure: BaseException | None = None  # why the checkpoint could not be taken
         self._snapshots = {name: family.snapshot() for name, family in families.items()}
         self._recorders = {name: RecordingFamily(family, set()) for name, family in families.items()}
         for family in families.values():
@@ -136,6 +138,9 @@ class BarrierCut:
         with self._lock:
             if self.state is CutState.CUT:
                 return
+            if self.state is CutState.FAILED:
+                raise RocksDBStateError(f"the RocksDB checkpoint at {self.path} could not be taken: "
+                                        f"{self._failure}") from self._failure
             if self.state is not CutState.OPEN:
                 raise RocksDBStateError(f"the RocksDB checkpoint at {self.path} was {self.state.value}")
             try:
@@ -150,9 +155,12 @@ class BarrierCut:
                     self.own_files = _write_rows(self.path, values)
             except Exception as exc:
                 self.state = CutState.FAILED
-                if isinstance(exc, RocksDBStateError):
+                self._failure = exc if isinstance(exc, RocksDBStateError) else RocksDBStateError(
+                    describe_failure(self.path, exc))
+                shutil.rmtree(self.path, ignore_errors=True)  # a half-taken checkpoint
+                if self._failure is exc:
                     raise
-                raise RocksDBStateError(describe_failure(self.path, exc)) from exc
+                raise self._failure from exc
             finally:
                 self._stop_recording()
                 self._snapshots.clear()  # a RocksDB snapshot keeps the instance open: let them go now

@@ -9,6 +9,8 @@ from runtime.protocol.checkpoints import (
     AckResult,
     CompletedCheckpoint,
     PendingCheckpoint,
+    SharedFile,
+    StateHandle,
     SubtaskAck,
     SubtaskId,
     should_trigger,
@@ -409,3 +411,38 @@ def test_a_savepoint_into_a_directory_no_filesystem_takes_fails_alone(tmp_path):
     assert coordinator.tick() is None and coordinator.pending == {}
     (url, error), = outcomes
     assert url is None and "nosuchprotocol://bucket/savepoints" in str(error)
+
+
+def test_a_checkpoint_referencing_shared_files_retention_deleted_meanwhile_is_aborted_not_completed(tmp_path):
+    """A subtask that had not heard of checkpoint 2 completing took checkpoint 3 from checkpoint 1's files; one that
+    had took checkpoint 4 from checkpoint 2's. Checkpoint 3 completing (one retained) deletes checkpoint 2 and its
+    file, which checkpoint 4 references: 4 must not complete as a checkpoint that cannot be restored."""
+    coordinator, control, clock = make_source_coordinator(tmp_path, parallelism=2)
+    coordinator.config.set_max_retained_checkpoints(1).set_max_concurrent_checkpoints(3)
+    storage = coordinator.storage
+
+    def shared(name, uploaded_in):
+        path = f"shared/op/{name}"
+        (tmp_path / "job" / "shared" / "op").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "job" / path).write_bytes(b"rows")
+        return SharedFile(path, 4, "crc32:00000000", uploaded_in)
+
+    def acknowledge(checkpoint_id, files):
+        for subtask in (0, 1):
+            handle = StateHandle("numbers", subtask, f"numbers/{subtask}.arrow", 1, (-5,), None, (0, 127), tuple(files))
+            coordinator.on_message(AcknowledgeCheckpoint(0, checkpoint_id, 0, subtask, (handle,), 0.1, 1.0, 0.0, {}))
+
+    for _ in range(4):
+        clock.now += 1.0
+        coordinator.tick()
+    assert [m.checkpoint_id for m in control.sent if isinstance(m, TriggerCheckpoint)] == [1, 2, 3]
+    one, two, three = shared("1.rows", 1), shared("2.rows", 2), shared("3.rows", 3)
+    acknowledge(1, [one])
+    acknowledge(2, [one, two])
+    clock.now += 1.0
+    coordinator.tick()  # checkpoint 4, taken from checkpoint 2's files
+    acknowledge(3, [one, three])  # completes: checkpoint 2 and its file go
+    assert not (tmp_path / "job" / two.path).exists() and coordinator.completed_ids == [1, 2, 3]
+    acknowledge(4, [one, two, shared("4.rows", 4)])
+    assert 4 not in coordinator.completed_ids and storage.checkpoint_ids() == [3]
+    assert NotifyCheckpointAborted(0, 4) in control.sent

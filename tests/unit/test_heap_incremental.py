@@ -5,12 +5,11 @@ and rescaled), including after a restore and past a checkpoint that never comple
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
 from runtime.executor.restore import restore_operator
-from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, SubtaskSnapshot
+from runtime.executor.snapshotter import Snapshotter
 from runtime.keys.key_groups import assign_to_key_group, key_group_range
 from runtime.protocol.checkpoints import HEAP_GROUPS_STATE_GROUP, RestoreSpec
 from state_backends import HashMapStateBackend, ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
@@ -18,6 +17,7 @@ from state_backends.heap import HeapKeyedStateBackend
 from state_backends.heap.incremental import GroupManifest
 from state_backends.rocksdb import RocksDBKeyedStateBackend
 from state_backends.storage import CheckpointStorage
+from tests.unit.checkpointing import take_checkpoint
 
 MAX_P = 128
 ALL = key_group_range(MAX_P, 1, 0)
@@ -32,10 +32,11 @@ class _NoOperatorState:
 class Job:
     """One keyed subtask on the heap with incremental checkpoints, and a snapshotter storing them."""
 
-    def __init__(self, tmp_path, backend=None):
+    def __init__(self, tmp_path, backend=None, declare=True):
         self.storage = CheckpointStorage("file://" + str(tmp_path / "ck"), "job")
         self.backend = backend or HashMapStateBackend(True).create_keyed_state_backend("op", MAX_P, ALL)
-        self.declare()
+        if declare:
+            self.declare()
         self.sent = []
         self.snapshotter = Snapshotter(self.storage, 0, self.sent.append)
 
@@ -52,18 +53,7 @@ class Job:
             self.tags.put(round_ % 3, key)
 
     def checkpoint(self, checkpoint_id, complete=True, full=False):
-        snapshot = self.backend.snapshot(full)
-        self.snapshotter.submit(SubtaskSnapshot(checkpoint_id, 0, 0, [OperatorSnapshot("op", snapshot, {})], 0.0,
-                                                0.0, time.monotonic()))
-        deadline = time.monotonic() + 30
-        while not any(m.checkpoint_id == checkpoint_id for m in self.sent):
-            assert time.monotonic() < deadline, "the snapshotter never answered"
-            time.sleep(0.005)
-        message = next(m for m in self.sent if m.checkpoint_id == checkpoint_id)
-        assert type(message).__name__ == "AcknowledgeCheckpoint", message
-        if complete:
-            self.backend.notify_checkpoint_complete(checkpoint_id)
-        return message.state[0]
+        return take_checkpoint(self.backend, self.snapshotter, self.sent, checkpoint_id, complete, full)
 
     def contents(self) -> dict:
         return contents(self.backend)
@@ -76,9 +66,11 @@ def contents(backend) -> dict:
     return {name: {key: value for _, key, value in backend.entries(name)} for name in ("count", "seen", "tags")}
 
 
-def restored(job: Job, handle, checkpoint_id: int, backend, owned=(0, MAX_P - 1)) -> dict:
+def restored(job: Job, handle, checkpoint_id: int, backend, owned=(0, MAX_P - 1), own_job_dir=None) -> dict:
+    """What ``backend`` holds once restored from ``job``'s checkpoint; ``own_job_dir``: where the restoring job
+    keeps its checkpoints (default: the same directory)."""
     restore_operator(job.storage, RestoreSpec(checkpoint_id, (handle,), (), owned), _NoOperatorState(), backend,
-                     0, 1)
+                     0, 1, own_job_dir or job.storage.job_dir)
     for descriptor in (ValueStateDescriptor("count"), ListStateDescriptor("seen"), MapStateDescriptor("tags")):
         backend.get_state(descriptor)
     return contents(backend)
@@ -217,3 +209,40 @@ def test_a_write_after_the_barrier_to_the_key_set_before_it_is_written(job):
     job.count.update(-1)  # no set_current_key since the barrier
     handle = job.checkpoint(3)
     assert restored(job, handle, 3, HeapKeyedStateBackend(MAX_P, ALL)) == job.contents()
+
+
+def test_a_restore_from_another_job_directory_references_nothing_there(job, tmp_path):
+    """Shared paths are relative to a job's directory: a job restored from another's checkpoint writes its
+    first checkpoint whole into its own."""
+    job.write(range(KEYS), 1)
+    handle = job.checkpoint(1)
+    other = Job(tmp_path / "other", HashMapStateBackend(True).create_keyed_state_backend("op", MAX_P, ALL))
+    try:
+        assert restored(job, handle, 1, other.backend, own_job_dir=other.storage.job_dir) == job.contents()
+        other.declare()
+        first = other.checkpoint(7)
+        assert {f.uploaded_in for f in first.shared} == {7}
+        assert restored(other, first, 7, HeapKeyedStateBackend(MAX_P, ALL)) == job.contents()
+    finally:
+        other.close()
+
+
+def test_state_restored_into_another_ttl_format_is_written_anew(job, tmp_path):
+    from runtime.common.time import Time
+    from state_backends import StateTtlConfig
+
+    job.write(range(KEYS), 1)
+    handle = job.checkpoint(1)
+    again = Job(tmp_path, HashMapStateBackend(True).create_keyed_state_backend("op", MAX_P, ALL), declare=False)
+    try:
+        restore_operator(job.storage, RestoreSpec(1, (handle,), (), (0, MAX_P - 1)), _NoOperatorState(),
+                         again.backend, 0, 1, job.storage.job_dir)
+        timed = ValueStateDescriptor("count")
+        timed.enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(60)).build())
+        again.backend.get_state(timed)  # declared with a TTL: its restored entries change format
+        second = again.checkpoint(2)
+        written = {group for group, path in manifest(again, second, 2).files.items() if path.endswith("-2.rows.arrow")}
+        groups_with_counts = {assign_to_key_group(key, MAX_P) for key in range(KEYS)}
+        assert written >= groups_with_counts, "groups whose entries changed format must not be referenced"
+    finally:
+        again.close()

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import random
-import time
 
 import pytest
 
 from runtime.common.time import Time
 from runtime.executor.restore import restore_operator
-from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, SubtaskSnapshot
+from runtime.executor.snapshotter import Snapshotter
 from runtime.keys.key_groups import key_group_range
 from runtime.protocol.checkpoints import RestoreSpec
 from state_backends import (
@@ -28,6 +27,7 @@ from state_backends import (
 from state_backends.heap import HeapKeyedStateBackend
 from state_backends.rocksdb import MemorySettings, RocksDBKeyedStateBackend
 from state_backends.storage import CheckpointStorage
+from tests.unit.checkpointing import take_checkpoint
 
 MAX_P = 128
 GROUPS = key_group_range(MAX_P, 1, 0)
@@ -196,6 +196,22 @@ def test_closing_takes_an_open_cut_and_a_discarded_one_leaves_nothing(tmp_path):
     assert restored(ours) == restored(reference)
 
 
+class WritesAfterBarrier:
+    """The RocksDB backend of ``mirror``, whose snapshot() is followed by more writes (before the snapshotter's
+    thread takes the cut, at the earliest: the checkpoint must not see them)."""
+
+    def __init__(self, mirror: Mirror, rng: random.Random):
+        self.mirror, self.rng = mirror, rng
+
+    def snapshot(self, full=False):
+        snapshot = self.mirror.rocks.snapshot(full)
+        self.mirror.random_writes(self.rng, 3_000)
+        return snapshot
+
+    def notify_checkpoint_complete(self, checkpoint_id):
+        self.mirror.rocks.notify_checkpoint_complete(checkpoint_id)
+
+
 def test_an_incremental_checkpoint_restores_the_barrier_state(tmp_path):
     """The cut's checkpoint is what incremental uploads, local recovery and restores read: restored into a new
     RocksDB instance (adopting the files), it holds the state at the barrier. Along a chain of checkpoints: the
@@ -209,17 +225,9 @@ def test_an_incremental_checkpoint_restores_the_barrier_state(tmp_path):
     try:
         for checkpoint_id in (1, 2, 3):
             mirror.random_writes(rng, 3_000)
-            ours, reference = mirror.rocks.snapshot(), mirror.heap.snapshot()
-            mirror.random_writes(rng, 3_000)
-            snapshotter.submit(SubtaskSnapshot(checkpoint_id, 0, 0, [OperatorSnapshot("op", ours, {})], 0.0, 0.0,
-                                               time.monotonic()))
-            deadline = time.monotonic() + 60
-            while len(sent) < checkpoint_id:
-                assert time.monotonic() < deadline, "the snapshotter never answered"
-                time.sleep(0.005)
-            handle = sent[-1].state[0]
+            reference = mirror.heap.snapshot()
+            handle = take_checkpoint(WritesAfterBarrier(mirror, rng), snapshotter, sent, checkpoint_id)
             assert handle.is_native, sent[-1]
-            mirror.rocks.notify_checkpoint_complete(checkpoint_id)
             target = RocksDBKeyedStateBackend(MAX_P, GROUPS, str(tmp_path / f"restored-{checkpoint_id}"),
                                               clock=lambda: mirror.clock[0])
             try:

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 
 import pytest
 
 from runtime.errors import CorruptCheckpointError
 from runtime.executor.restore import restore_operator
-from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, SubtaskSnapshot
+from runtime.executor.snapshotter import Snapshotter
 from runtime.keys.key_groups import key_group_range
 from runtime.protocol.checkpoints import RestoreSpec
 from state_backends.descriptors import MapStateDescriptor, ValueStateDescriptor
 from state_backends.heap import HeapKeyedStateBackend
 from state_backends.rocksdb import RocksDBKeyedStateBackend
 from state_backends.storage import CheckpointStorage
+from tests.unit.checkpointing import take_checkpoint
 
 MAX_P = 128
 KEYS = 1_500
@@ -43,18 +43,7 @@ class Job:
             self.seen.put(round_, key)
 
     def checkpoint(self, checkpoint_id: int, complete: bool = True):
-        snapshot = self.backend.snapshot()
-        self.snapshotter.submit(SubtaskSnapshot(checkpoint_id, 0, 0, [OperatorSnapshot("op", snapshot, {})], 0.0,
-                                                0.0, time.monotonic()))
-        deadline = time.monotonic() + 30
-        while not any(m.checkpoint_id == checkpoint_id for m in self.sent):
-            assert time.monotonic() < deadline, "the snapshotter never answered"
-            time.sleep(0.005)
-        message = next(m for m in self.sent if m.checkpoint_id == checkpoint_id)
-        assert type(message).__name__ == "AcknowledgeCheckpoint", message
-        if complete:
-            self.backend.notify_checkpoint_complete(checkpoint_id)
-        return message.state[0]
+        return take_checkpoint(self.backend, self.snapshotter, self.sent, checkpoint_id, complete)
 
     def close(self):
         self.snapshotter.close(10)
