@@ -9,6 +9,7 @@ are compared with the others. The dip is ``1 - rate during checkpoints / rate be
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 import time
@@ -31,7 +32,8 @@ class KeepPayload(KeyedProcessFunction):
     def process_element(self, value, ctx):
         entry = self.state.value()
         n = 1 if entry is None else entry[0] + 1
-        self.state.update((n, b"x" * self.value_bytes if entry is None else entry[1]))
+        # random bytes: RocksDB compresses its files, and a repeated byte would make 1 GB of state a few MB there
+        self.state.update((n, os.urandom(self.value_bytes) if entry is None else entry[1]))
         yield n
 
 
