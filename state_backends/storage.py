@@ -260,10 +260,15 @@ class CheckpointStorage:
                           rows: Iterable[tuple[KeyGroup, bytes]]) -> tuple[SharedFile, tuple[KeyGroup, ...]]:
         """Write rows as a state file does, to ``shared/<uid>/<name>`` (later checkpoints may reference it: an
         incremental heap checkpoint's key groups). Its checksum is of its rows, as a state file's."""
-        relative = posixpath.join(SHARED, uid_directory_name(uid), name)
+        relative = self.shared_rows_path(uid, name)
         path = posixpath.join(self.job_dir, relative)
         groups, checksum = self._write_rows(path, rows)
         return SharedFile(relative, self.store.size(path), checksum, checkpoint_id), groups
+
+    @staticmethod
+    def shared_rows_path(uid: str, name: str) -> str:
+        """Where :meth:`write_shared_rows` puts ``name``, relative to the job's directory."""
+        return posixpath.join(SHARED, uid_directory_name(uid), name)
 
     def _write_rows(self, path: str, rows: Iterable[tuple[KeyGroup, bytes]]) -> tuple[tuple[KeyGroup, ...], str]:
         groups = []

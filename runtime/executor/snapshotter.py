@@ -17,6 +17,7 @@ when every later checkpoint would fail the same way (state that cannot be pickle
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import queue
@@ -178,7 +179,9 @@ class Snapshotter:
                           and snapshot.savepoint is None and snapshot.final is None)
                 keyed, shared = (), ()
                 if native:  # an incremental snapshot: its files uploaded, their manifest in the state file
-                    manifest, shared = operator.keyed.upload(storage, snapshot.checkpoint_id, snapshot.subtask)
+                    manifest, shared = operator.keyed.upload(
+                        storage, snapshot.checkpoint_id, snapshot.subtask,
+                        functools.partial(self._unless_aborted, snapshot.checkpoint_id))
                     rows.append((operator.keyed.manifest_group, manifest))
                 elif operator.keyed is not None:  # keyed groups stream straight into the file
                     keyed = operator.keyed.serialized()

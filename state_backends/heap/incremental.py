@@ -102,7 +102,11 @@ def upload_groups(storage, checkpoint_id: CheckpointId, uid: str, name: str, row
                   ) -> tuple[bytes, tuple[SharedFile, ...], dict[int, SharedFile]]:
     """Store ``rows`` (the changed groups) as the rows file ``name``; returns the manifest (those groups there,
     ``references`` where they are), the rows files it references, and its group -> rows file map."""
-    written, groups = storage.write_shared_rows(checkpoint_id, uid, name, rows)
+    try:
+        written, groups = storage.write_shared_rows(checkpoint_id, uid, name, rows)
+    except BaseException:  # aborted, or failed: no checkpoint will reference what was written
+        storage.delete_shared([storage.shared_rows_path(uid, name)])
+        raise
     files = dict(references)
     if groups:
         files.update({group: written for group in groups})

@@ -146,13 +146,16 @@ class IncrementalHeapSnapshot(HeapSnapshot):
                                 "checkpoint: a snapshot to write whole is taken with snapshot(full=True)")
         return super().serialized()
 
-    def upload(self, storage, checkpoint_id: int, subtask: int):
-        """The asynchronous part: ``(manifest, shared files)``."""
+    def upload(self, storage, checkpoint_id: int, subtask: int, guard=None):
+        """The asynchronous part: ``(manifest, shared files)``. ``guard``: wraps the rows written (the snapshotter
+        stops a checkpoint aborted meanwhile)."""
         from state_backends.heap.incremental import upload_groups
 
         backend = self._backend
         name = f"{backend.instance}-{checkpoint_id}.rows.arrow"
+        rows = super().serialized()
         manifest, shared, files = upload_groups(storage, checkpoint_id, backend.operator_uid, name,
-                                                super().serialized(), self.key_range, self.references)
+                                                guard(rows) if guard is not None else rows, self.key_range,
+                                                self.references)
         backend.group_files.stored(checkpoint_id, self.barrier, files)
         return manifest, shared

@@ -66,7 +66,7 @@ class RocksDBFullSnapshot(KeyedSnapshot):
         finally:
             self.discard()
 
-    def upload(self, storage, checkpoint_id: int, subtask: int):
+    def upload(self, storage, checkpoint_id: int, subtask: int, guard=None):
         """The asynchronous part of an incremental checkpoint (:func:`~state_backends.rocksdb.incremental.
         upload_checkpoint`): ``(manifest, shared files)``."""
         from state_backends.rocksdb.incremental import upload_checkpoint

@@ -5,11 +5,12 @@ and rescaled), including after a restore and past a checkpoint that never comple
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
 from runtime.executor.restore import restore_operator
-from runtime.executor.snapshotter import Snapshotter
+from runtime.executor.snapshotter import OperatorSnapshot, Snapshotter, SubtaskSnapshot
 from runtime.keys.key_groups import assign_to_key_group, key_group_range
 from runtime.protocol.checkpoints import HEAP_GROUPS_STATE_GROUP, RestoreSpec
 from state_backends import HashMapStateBackend, ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
@@ -246,3 +247,17 @@ def test_state_restored_into_another_ttl_format_is_written_anew(job, tmp_path):
         assert written >= groups_with_counts, "groups whose entries changed format must not be referenced"
     finally:
         again.close()
+
+
+def test_a_checkpoint_aborted_while_its_groups_are_written_leaves_no_rows_file(job):
+    job.write(range(KEYS), 1)
+    job.checkpoint(1)
+    job.write(range(KEYS), 2)
+    job.snapshotter.abort(2)  # the coordinator gave it up before its rows were written
+    job.snapshotter.submit(SubtaskSnapshot(2, 0, 0, [OperatorSnapshot("op", job.backend.snapshot(), {})], 0.0, 0.0,
+                                           time.monotonic()))
+    third = job.checkpoint(3)  # the snapshotter's queue is in order: checkpoint 2 was dealt with before
+    assert not any(m.checkpoint_id == 2 for m in job.sent)
+    assert sorted(path.rsplit("/", 1)[1].split("-")[1] for path in job.storage.shared_files()) == \
+        ["1.rows.arrow", "3.rows.arrow"]
+    assert restored(job, third, 3, HeapKeyedStateBackend(MAX_P, ALL)) == job.contents()
