@@ -36,11 +36,13 @@ class KillOnce(MapFunction):
         self.seen += 1
         if self.seen >= self.after and self.checkpointed and not self.killed:
             # Looked for once, not for every record: a file-system call per record halved the job's rate.
-            self.killed = os.path.exists(self.marker)
-            if self.killed:
+            try:  # created by one subtask only: two kills at once would be two failures
+                marker = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                self.killed = True
                 return value
-            with open(self.marker, "w") as f:
-                f.write(repr(time.time()))
+            os.write(marker, repr(time.time()).encode())
+            os.close(marker)
             os.kill(os.getpid(), signal.SIGKILL)
         return value
 
@@ -71,7 +73,7 @@ def run_recovery(spark, records: int, keys: int, parallelism: int, full_rate: fl
                  interval_ms: int = 1000) -> dict:
     """``value_bytes``: 0 for the reference job (a count per key), else a payload of that size per key (state of
     ``keys`` x ``value_bytes``), the kill coming after ``kill_after_share`` of the records, once the state is
-    full. ``full_rate``: None to take the job's own rate before the kill, once its state was full."""
+    full. ``full_rate``: None to take the job's own steady rate once recovered (:func:`_steady_rate`)."""
     env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(parallelism)
     env.enable_checkpointing(interval_ms)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
@@ -90,9 +92,9 @@ def run_recovery(spark, records: int, keys: int, parallelism: int, full_rate: fl
         result = env.execute("benchmark-recovery")
         killed_at = float(open(marker).read())
     (arrivals,) = result.sink_results.values()  # the sink's state is not checkpointed: the last attempt's only
-    if full_rate is None:
-        full_rate = _rate_before(arrivals, killed_at, keys)
     after = [(t, n) for t, n in arrivals if t > killed_at]
+    if full_rate is None:
+        full_rate = _steady_rate(after)
     first = after[0][0] if after else None
     recovered = None
     for i, (start, _) in enumerate(after):
@@ -120,20 +122,15 @@ def run_recovery(spark, records: int, keys: int, parallelism: int, full_rate: fl
     }
 
 
-def _rate_before(arrivals: list, killed_at: float, keys: int) -> float:
-    """The median rate (records/s) of the 0.5 s windows before ``killed_at``, from when ``keys`` records (the
-    state full) had arrived."""
-    seen, start = 0, None
-    for t, n in arrivals:
-        seen += n
-        if seen >= keys:
-            start = t
-            break
-    if start is None:
+def _steady_rate(arrivals: list) -> float:
+    """The median rate (records/s) of the 0.5 s windows of the second half of ``arrivals`` (the job's rate once
+    recovered: the sink keeps only the last attempt's arrivals, so the rate before the kill is not known)."""
+    if not arrivals:
         return 0.0
+    t0 = arrivals[0][0]
     counts: dict[int, int] = {}
     for t, n in arrivals:
-        if start <= t < killed_at:
-            counts[int((t - start) / WINDOW_S)] = counts.get(int((t - start) / WINDOW_S), 0) + n
-    full = sorted(counts.items())[:-1]  # the last window is cut short by the kill
-    return statistics.median(n / WINDOW_S for _, n in full) if full else 0.0
+        counts[int((t - t0) / WINDOW_S)] = counts.get(int((t - t0) / WINDOW_S), 0) + n
+    windows = [counts.get(i, 0) / WINDOW_S for i in range(max(counts))]  # the last window is partial
+    second_half = windows[len(windows) // 2:]
+    return statistics.median(second_half) if second_half else 0.0
