@@ -31,6 +31,7 @@ __all__ = [
     "ValueState",
     "ListState",
     "MapState",
+    "MapViewsOfEntries",
     "ReducingState",
     "AggregatingState",
 ]
@@ -133,6 +134,23 @@ class MapState(State):
 
     @abstractmethod
     def is_empty(self) -> bool: ...
+
+
+class MapViewsOfEntries:
+    """``items``/``keys``/``values``/``is_empty`` of a map state whose ``_visible(reading)`` lists the current key's
+    ``(key, value)`` entries as a read sees them (``reading``: the read counts as an access, for a time-to-live)."""
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        return iter(self._visible(reading=True))
+
+    def keys(self) -> Iterator[Any]:
+        return iter([key for key, _ in self._visible(reading=False)])
+
+    def values(self) -> Iterator[Any]:
+        return iter([value for _, value in self._visible(reading=True)])
+
+    def is_empty(self) -> bool:
+        return not self._visible(reading=False)
 
 
 class ReducingState(State):

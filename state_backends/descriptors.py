@@ -14,6 +14,7 @@ from state_backends.ttl import StateTtlConfig
 
 __all__ = [
     "check_same_declaration",
+    "declared_or_class",
     "StateDescriptor",
     "ValueStateDescriptor",
     "ListStateDescriptor",
@@ -229,3 +230,17 @@ def check_same_declaration(declared: StateDescriptor, descriptor: StateDescripto
 
 def _ttl_phrase(config) -> str:
     return "without a time-to-live" if config is None else f"with {config!r}"
+
+
+def declared_or_class(declared: dict, states: dict, descriptor: StateDescriptor, classes: dict):
+    """``(state, None)``: ``descriptor``'s state, declared before (the same way, else StateUsageError); or
+    ``(None, its class)`` from ``classes`` (descriptor type -> state class) to declare it with."""
+    existing = declared.get(descriptor.name)
+    if existing is not None:
+        check_same_declaration(existing, descriptor)
+        return states[descriptor.name], None
+    state_class = classes.get(type(descriptor))
+    if state_class is None:
+        raise StateUsageError(f"Unsupported state descriptor {type(descriptor).__name__}: use one of "
+                              f"{sorted(c.__name__ for c in classes)}")
+    return None, state_class

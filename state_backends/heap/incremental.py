@@ -15,7 +15,6 @@ The granularity is the key group: with keys spread evenly, a job touching a few 
 touches every one of 128 key groups, and each checkpoint writes everything. Sparse or clustered updates, and a
 larger ``max_parallelism`` (more, smaller groups), are where this pays.
 
->>> import json
 >>> manifest = GroupManifest((0, 3), {0: "shared/a.arrow", 1: "shared/b.arrow"})
 >>> GroupManifest.from_bytes(manifest.to_bytes()) == manifest
 True
@@ -23,6 +22,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from dataclasses import dataclass, field
@@ -100,18 +100,18 @@ class GroupFiles:
 def upload_groups(storage, checkpoint_id: CheckpointId, uid: str, name: str, rows: Iterator[tuple[int, bytes]],
                   key_range: tuple[int, int], references: dict[int, SharedFile]
                   ) -> tuple[bytes, tuple[SharedFile, ...], dict[int, SharedFile]]:
-    """Store ``rows`` (the changed groups) as the rows file ``name``; returns the manifest (those groups there,
-    ``references`` where they are), the rows files it references, and its group -> rows file map."""
-    try:
-        written, groups = storage.write_shared_rows(checkpoint_id, uid, name, rows)
-    except BaseException:  # aborted, or failed: no checkpoint will reference what was written
-        storage.delete_shared([storage.shared_rows_path(uid, name)])
-        raise
+    """Store ``rows`` (the changed groups) as the rows file ``name``, if there are any; returns the manifest (those
+    groups there, ``references`` where they are), the rows files it references, and its group -> rows file map."""
     files = dict(references)
-    if groups:
+    rows = iter(rows)
+    first = next(rows, None)
+    if first is not None:  # nothing changed: no file
+        try:
+            written, groups = storage.write_shared_rows(checkpoint_id, uid, name, itertools.chain((first,), rows))
+        except BaseException:  # aborted, or failed: no checkpoint will reference what was written
+            storage.delete_shared([storage.shared_rows_path(uid, name)])
+            raise
         files.update({group: written for group in groups})
-    else:  # nothing changed: the empty file is not kept
-        storage.delete_shared([written.path])
     manifest = GroupManifest(key_range, {group: stored.path for group, stored in files.items()})
     shared = {stored.path: stored for stored in files.values()}
     return manifest.to_bytes(), tuple(shared.values()), files

@@ -37,6 +37,7 @@ from state_backends.base import (
     AggregatingState,
     ListState,
     MapState,
+    MapViewsOfEntries,
     ReducingState,
     ValueState,
 )
@@ -359,7 +360,7 @@ class TtlListState(_TtlState, ListState):
         self._accessed(now)
 
 
-class TtlMapState(_TtlState, MapState):
+class TtlMapState(_TtlState, MapViewsOfEntries, MapState):
     """Each map entry has its own last-access time (as in Flink), so entries expire one by one."""
 
     kind = "map"
@@ -447,15 +448,4 @@ class TtlMapState(_TtlState, MapState):
             if not mapping:
                 del table[self._backend.current_key]
 
-    def items(self) -> Iterator[tuple[Any, Any]]:
-        return iter(self._visible(reading=True))
-
-    def keys(self) -> Iterator[Any]:
-        return iter([key for key, _ in self._visible(reading=False)])
-
-    def values(self) -> Iterator[Any]:
-        return iter([value for _, value in self._visible(reading=True)])
-
-    def is_empty(self) -> bool:
-        return not self._visible(reading=False)
 

@@ -48,7 +48,7 @@ from state_backends.descriptors import (
     ReducingStateDescriptor,
     StateDescriptor,
     ValueStateDescriptor,
-    check_same_declaration,
+    declared_or_class,
 )
 from state_backends.heap.snapshot import TTL_FORMAT
 from state_backends.heap.ttl_states import TtlListState, TtlMapState, TtlValueState
@@ -207,14 +207,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     # -- declaring states --------------------------------------------------------------------------------
 
     def get_state(self, descriptor: StateDescriptor) -> State:
-        existing = self._descriptors.get(descriptor.name)
-        if existing is not None:
-            check_same_declaration(existing, descriptor)
-            return self._states[descriptor.name]
-        state_class = _STATE_CLASSES.get(type(descriptor))
-        if state_class is None:
-            raise StateUsageError(f"Unsupported state descriptor {type(descriptor).__name__}: use one of "
-                                  f"{sorted(c.__name__ for c in _STATE_CLASSES)}")
+        state, state_class = declared_or_class(self._descriptors, self._states, descriptor, _STATE_CLASSES)
+        if state is not None:
+            return state
         name = descriptor.name
         layout = ENTRIES if type(descriptor) is MapStateDescriptor else WHOLE
         column = self._column(name, create=True, layout=layout, ttl=descriptor.has_ttl)

@@ -21,7 +21,7 @@ row. With a time-to-live, rows hold what the heap backend's tables hold (:mod:`s
 from __future__ import annotations
 
 import pickle
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from runtime.durations import to_millis
 from runtime.errors import UnpicklableStateError
@@ -29,6 +29,7 @@ from state_backends.base import (
     AggregatingState,
     ListState,
     MapState,
+    MapViewsOfEntries,
     ReducingState,
     ValueState,
 )
@@ -253,7 +254,7 @@ class RocksDBListState(_RocksDBState, ListState):
         self._column.put(self._prefix(), self._pickled(values))
 
 
-class RocksDBMapState(_RocksDBState, MapState):
+class RocksDBMapState(_RocksDBState, MapViewsOfEntries, MapState):
     """One row per map entry: the key's prefix followed by the encoded map key."""
 
     kind = "map"
@@ -324,14 +325,3 @@ class RocksDBMapState(_RocksDBState, MapState):
         prefix = self._prefix()
         self._column.delete_range(prefix, prefix_end(prefix))
 
-    def items(self) -> Iterator[tuple[Any, Any]]:
-        return iter(self._visible(reading=True))
-
-    def keys(self) -> Iterator[Any]:
-        return iter([key for key, _ in self._visible(reading=False)])
-
-    def values(self) -> Iterator[Any]:
-        return iter([value for _, value in self._visible(reading=True)])
-
-    def is_empty(self) -> bool:
-        return not self._visible(reading=False)
