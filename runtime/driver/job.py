@@ -227,6 +227,9 @@ class JobMaster:
                 self.coordinator_loop.stop()
             if self.coordinator is not None:
                 self.coordinator.give_up_requests(f"the job is {self.lifecycle.status.value}")
+                # Whatever the ending (a cancelled or failed job too): files of checkpoints that never completed
+                # go, now that the slots have stopped writing.
+                self.coordinator.finish()
                 self.coordinator.discard_at_end(self.lifecycle.status.name)
             if self.job_control is not None:
                 self._close_job_control()

@@ -327,7 +327,7 @@ class SlotRunner:
             self.fail(exc)
         if self._failure is not None or self.stopped.is_set():
             self.cancel()
-            self._teardown(threads, listener)
+            self._teardown(threads, listener, stop_snapshots=True)
             if self._failure is not None:  # Spark's view of it; the driver reports the SlotFailed message
                 raise RuntimeError(f"Chandy slot {self.slot} failed: {self._failure}") from self._failure
             raise RuntimeError(f"Chandy slot {self.slot} was cancelled")
@@ -340,10 +340,13 @@ class SlotRunner:
         self._teardown(threads, listener)
         return results
 
-    def _teardown(self, threads: list[threading.Thread], listener: threading.Thread | None) -> None:
+    def _teardown(self, threads: list[threading.Thread], listener: threading.Thread | None,
+                  stop_snapshots: bool = False) -> None:
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        if stop_snapshots and self.snapshotter is not None:  # after the subtasks: none submits any more
+            self.snapshotter.stop(max(0.0, deadline - time.monotonic()))
         if self.server is not None:
             self.server.close()
             self.server.join(max(0.0, deadline - time.monotonic()))

@@ -94,17 +94,36 @@ class Snapshotter:
         # (a set's add and membership test are atomic under the GIL).
         self._aborted: set[CheckpointId] = set()
         self._savepoints: dict[str, SavepointStorage] = {}  # by directory: where savepoints' files go
+        self._stopping = False  # set by stop(): every checkpoint in flight is given up
         self.thread = threading.Thread(target=self._run, name="chandy-snapshotter", daemon=True)
         self.thread.start()
 
     def submit(self, snapshot: SubtaskSnapshot) -> None:
-        self.queue.put(snapshot)
+        if self._stopping:
+            _discard(snapshot)
+        else:
+            self.queue.put(snapshot)
 
     def abort(self, checkpoint_id: CheckpointId) -> None:
         """The coordinator gave ``checkpoint_id`` up: stop writing it (at 1 GB that saves seconds of CPU)."""
         self._aborted.add(checkpoint_id)
 
     def close(self, timeout: float) -> None:
+        """Store what was submitted, then end: the normal end of a slot (acks of its last checkpoints go out)."""
+        self.queue.put(None)
+        self.thread.join(timeout)
+
+    def stop(self, timeout: float) -> None:
+        """Give up every checkpoint not yet stored and wait for the thread: a cancelled or failed slot must not
+        write files after its attempt ended (the driver's end-of-attempt sweep would miss them)."""
+        self._stopping = True
+        while True:
+            try:
+                snapshot = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if snapshot is not None:
+                _discard(snapshot)
         self.queue.put(None)
         self.thread.join(timeout)
 
@@ -116,9 +135,9 @@ class Snapshotter:
             try:
                 self.send(self._store(snapshot))
             except Exception as exc:  # a failed upload declines this checkpoint; the job decides what next
-                for operator in snapshot.operators:
-                    if operator.keyed is not None:
-                        operator.keyed.discard()
+                _discard(snapshot)
+                if self._stopping:  # the slot is ending: nobody waits for this checkpoint
+                    return
                 if snapshot.final is not None:  # no later checkpoint could include the subtask: restart
                     self.fail(FinalStateError(f"The final state of {snapshot.describe()} could not be stored: "
                                               f"{type(exc).__name__}: {exc}"))
@@ -150,7 +169,7 @@ class Snapshotter:
 
     def _unless_aborted(self, checkpoint_id: CheckpointId, rows: Iterator) -> Iterator:
         for row in rows:
-            if checkpoint_id in self._aborted:
+            if checkpoint_id in self._aborted or self._stopping:
                 raise CheckpointAbortedError(checkpoint_id)
             yield row
 
@@ -204,6 +223,12 @@ class Snapshotter:
                                      tuple(handles), round(snapshot.sync_ms, 3), round(async_ms, 3),
                                      round(snapshot.alignment_ms, 3), positions,
                                      round(snapshot.start_delay_ms, 3), persisted, snapshot.unaligned)
+
+
+def _discard(snapshot: SubtaskSnapshot) -> None:
+    for operator in snapshot.operators:
+        if operator.keyed is not None:
+            operator.keyed.discard()
 
 
 def _pickle_operator_state(state: dict[str, list]) -> bytes:
