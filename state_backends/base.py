@@ -298,6 +298,11 @@ class KeyedStateBackend(ABC):
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` completed (a backend with incremental snapshots reuses its files)."""
 
+    def state_size(self) -> tuple[int, int | None]:
+        """An estimate of the state held, for metrics: ``(entries, bytes or None when unknown)``. Called from
+        another thread than the subtask's: it must not take locks the subtask holds, and may be approximate."""
+        return 0, None
+
     def close(self) -> None:
         """Release what the backend holds (files, handles) when its subtask ends."""
 

@@ -120,6 +120,16 @@ def _checkpointing(env, config: Configuration) -> None:
         env._debloat_target_ms = parse_duration_ms(config.get_string(DEBLOAT_TARGET), DEBLOAT_TARGET)
     if config.contains_key("heartbeat.timeout"):
         env._heartbeat_timeout_ms = parse_duration_ms(config.get_string("heartbeat.timeout"), "heartbeat.timeout")
+    if config.contains_key("rest.port"):
+        port = config.get_integer("rest.port")
+        if not 0 <= port < 65536:
+            raise ConfigurationError(f"rest.port = {port}: a port number, 0..65535 (0: any free port).")
+        env._ui_port = port
+    if config.contains_key("rest.bind-address"):
+        env._ui_bind_address = config.get_string("rest.bind-address")
+    if config.contains_key("metrics.fetcher.update-interval"):
+        env._metrics_interval_ms = parse_duration_ms(config.get_string("metrics.fetcher.update-interval"),
+                                                     "metrics.fetcher.update-interval")
     if config.contains_key("execution.savepoint.path"):
         env._savepoint_path = config.get_string("execution.savepoint.path")
     if config.contains_key("execution.savepoint.ignore-unclaimed-state"):
@@ -148,6 +158,7 @@ _HANDLED = {
     "execution.checkpointing.aligned-checkpoint-timeout", "execution.checkpointing.alignment-timeout",
     "execution.checkpointing.unaligned.forced",
     "taskmanager.network.memory.buffer-debloat.enabled", "taskmanager.network.memory.buffer-debloat.target",
+    "rest.port", "rest.bind-address", "metrics.fetcher.update-interval",
 }
 DEBLOAT_ENABLED = "taskmanager.network.memory.buffer-debloat.enabled"
 DEBLOAT_TARGET = "taskmanager.network.memory.buffer-debloat.target"

@@ -40,6 +40,8 @@ from runtime.datastream.state_backend import (
 from runtime.driver.control_server import DEBLOAT_TARGET_CONF, HEARTBEAT_TIMEOUT_CONF, UNALIGNED_CONF
 from runtime.driver.coordinator import CheckpointCoordinator
 from runtime.driver.launcher import obtain_spark_session, require_slots
+from runtime.driver.metrics import METRICS_INTERVAL_CONF
+from runtime.driver.progress import PROGRESS_CONF
 from runtime.driver.restore_plan import (
     ALLOW_NON_RESTORED_CONF,
     RESTORE_CONF,
@@ -50,6 +52,7 @@ from runtime.driver.restore_plan import (
 )
 from runtime.driver.result import JobClient, JobResult
 from runtime.driver.terminal import resume_hint, show_chandy_logs
+from runtime.driver.web import DEFAULT_PORT, UI_BIND_CONF, UI_ENABLED_CONF, UI_PORT_CONF, DashboardSettings
 from runtime.errors import ApiUsageError, ConfigurationError, JobGraphError
 from runtime.graph.compile import compile_job_graph
 from runtime.graph.job_graph import CheckpointSettings
@@ -143,6 +146,10 @@ class StreamExecutionEnvironment:
         self._allow_non_restored_state: bool | None = None  # execution.savepoint.ignore-unclaimed-state
         self._heartbeat_timeout_ms: float | None = None  # heartbeat.timeout (else spark.chandy.heartbeatTimeout)
         self._debloat_target_ms: float | None = None  # buffer debloating's target (0: off); default 1 s
+        self._ui_port: int | None = None  # rest.port (else spark.chandy.ui.port, else 8081)
+        self._ui_bind_address: str | None = None  # rest.bind-address (else spark.chandy.ui.bindAddress)
+        # metrics.fetcher.update-interval (else spark.chandy.metricsInterval): how often slots report (0: never)
+        self._metrics_interval_ms: float | None = None
 
     @staticmethod
     def get_execution_environment(configuration=None) -> "StreamExecutionEnvironment":
@@ -579,6 +586,12 @@ class StreamExecutionEnvironment:
         heartbeat = self._heartbeat_timeout_ms or spark.conf.get(HEARTBEAT_TIMEOUT_CONF, None)
         if heartbeat is not None:
             graph.heartbeat_timeout_ms = parse_duration_ms(heartbeat, HEARTBEAT_TIMEOUT_CONF)
+        interval = self._metrics_interval_ms
+        if interval is None:
+            interval = spark.conf.get(METRICS_INTERVAL_CONF, None)
+        if interval is not None:
+            off = str(interval).strip().lower() in ("off", "false")
+            graph.metrics_interval_ms = 0 if off else parse_duration_ms(interval, METRICS_INTERVAL_CONF)
         if restore is not None:
             check_compatible(restore.checkpoint, graph, restore.allow_non_restored_state)
         coordinator = CheckpointCoordinator(config, storage, graph) if checkpointing is not None else None
@@ -590,9 +603,23 @@ class StreamExecutionEnvironment:
         for path in self._python_files:  # the executors import the job's functions from these
             spark.sparkContext.addPyFile(path)
         show_chandy_logs()
-        master = JobMaster(graph, spark, sinks, self.get_restart_strategy(), coordinator, restore)
+        master = JobMaster(graph, spark, sinks, self.get_restart_strategy(), coordinator, restore,
+                           dashboard=self._dashboard_settings(spark), progress=_progress_wanted(spark))
         master.start()
         return JobClient(master)
+
+    def _dashboard_settings(self, spark) -> DashboardSettings:
+        conf = spark.conf
+        enabled = str(conf.get(UI_ENABLED_CONF, "true")).strip().lower() not in ("false", "0", "off", "no")
+        port = self._ui_port
+        if port is None:
+            text = conf.get(UI_PORT_CONF, None)
+            try:
+                port = int(text) if text not in (None, "") else DEFAULT_PORT
+            except ValueError:
+                raise ConfigurationError(f"{UI_PORT_CONF} = {text!r} is not a port number (0..65535; 0: any free "
+                                         "port).") from None
+        return DashboardSettings(enabled, port, self._ui_bind_address or conf.get(UI_BIND_CONF, None) or None)
 
     def execute(self, job_name: str | None = None, restore_from: int | str | None = None,
                 allow_non_restored_state: bool | None = None) -> JobResult:
@@ -614,6 +641,16 @@ class StreamExecutionEnvironment:
             if _interactive():  # a notebook or a REPL goes on: the interrupt is theirs to handle
                 raise
             raise SystemExit(130) from None
+
+
+def _progress_wanted(spark) -> bool:
+    """The live status line: on when stdout is a terminal, unless ``spark.chandy.progress=false``."""
+    if str(spark.conf.get(PROGRESS_CONF, "true")).strip().lower() in ("false", "0", "off", "no"):
+        return False
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):  # replaced by something without a terminal, or closed
+        return False
 
 
 def _state_backend_from(spark) -> StateBackend | None:

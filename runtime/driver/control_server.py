@@ -23,6 +23,7 @@ from runtime.protocol.messages import (
     CheckpointMessage,
     Heartbeat,
     Message,
+    MetricsReport,
     Register,
     SlotFinished,
 )
@@ -59,8 +60,9 @@ class SlotDisconnected:
 
 class ControlServer:
     def __init__(self, host: str, attempt: Attempt, slots: int, events: queue.Queue,
-                 checkpoint_inbox: queue.Queue | None = None):
+                 checkpoint_inbox: queue.Queue | None = None, on_metrics=None):
         self.attempt = attempt
+        self.on_metrics = on_metrics  # takes each MetricsReport, on the slot's serving thread; must be quick
         self.slots = slots
         self.events = events
         self.checkpoint_inbox = checkpoint_inbox
@@ -91,6 +93,10 @@ class ControlServer:
                     self._last_heard[slot] = time.monotonic()
                 if isinstance(message, Heartbeat):
                     continue
+                if isinstance(message, MetricsReport):
+                    if self.on_metrics is not None:
+                        self._take_metrics(message)
+                    continue
                 if isinstance(message, Register):
                     slot = message.slot
                     self._register(message, conn)
@@ -110,6 +116,12 @@ class ControlServer:
                 finished = slot in self._finished
             if slot is not None and not finished and not self._closed:
                 self.events.put(SlotDisconnected(self.attempt, slot))
+
+    def _take_metrics(self, report: MetricsReport) -> None:
+        try:
+            self.on_metrics(report)
+        except Exception:  # metrics are for people: a bug there must never end a slot's connection
+            log.exception("a metrics report of slot %d could not be taken", report.slot)
 
     def _register(self, message: Register, conn: MessageSocket) -> None:
         with self._lock:

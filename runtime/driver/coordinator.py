@@ -41,7 +41,8 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from runtime.checkpoint_config import CheckpointConfig
-from runtime.errors import JobFailedError, SavepointError, StorageUnreachableError
+from runtime.driver.checkpoint_history import CheckpointHistory
+from runtime.errors import CheckpointError, JobFailedError, SavepointError, StorageUnreachableError
 from runtime.graph.job_graph import JobGraph
 from runtime.ids import Attempt, CheckpointId
 from runtime.protocol.checkpoints import (
@@ -64,9 +65,10 @@ from runtime.protocol.messages import (
     SubtaskFinished,
     TriggerCheckpoint,
 )
+from runtime.units import human_bytes
 from state_backends.storage import CheckpointStatus, CheckpointStorage, SavepointStorage
 
-__all__ = ["CheckpointCoordinator", "CoordinatorLoop", "SavepointRequest"]
+__all__ = ["CheckpointCoordinator", "CoordinatorLoop", "SavepointRequest", "CheckpointRequest"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,14 @@ class SavepointRequest:
     @property
     def stops(self) -> bool:
         return self.drain is not None
+
+
+@dataclass
+class CheckpointRequest:
+    """A checkpoint a user asked for now (``POST /jobs/<id>/checkpoints``). ``done(checkpoint id, error)`` is
+    called once, with the coordinator's lock held."""
+
+    done: Callable[[int | None, BaseException | None], None]
 
 
 class CheckpointCoordinator:
@@ -120,6 +130,10 @@ class CheckpointCoordinator:
         # so the job never runs past its savepoint.
         self.stopped_with: StopSources | None = None
         self.closed = False  # the job ended: no request is taken any more
+        self.history = CheckpointHistory(len(self.subtasks), wall_clock)
+        # Checkpoints asked for now (REST, CLI): each waits for the next checkpoint triggered, then for its end.
+        self.manual_requests: list[CheckpointRequest] = []
+        self.manual_waiting: dict[CheckpointId, list[CheckpointRequest]] = {}
         self._reset_subtask_progress()
         self.source_subtasks = frozenset(SubtaskId(c.index, s) for c in graph.chains if c.operators and c.is_source
                                          for s in range(c.parallelism))
@@ -183,6 +197,20 @@ class CheckpointCoordinator:
             else:
                 self.savepoint_requests.append(request)
 
+    def request_checkpoint(self, request: CheckpointRequest) -> None:
+        """Take a checkpoint as soon as one may start (no more pending than allowed), whatever the interval."""
+        with self._lock:
+            if self.closed:
+                request.done(None, CheckpointError(f"Job '{self.graph.job_name}' has ended: no checkpoint is taken."))
+                return
+            self.manual_requests.append(request)
+
+    def _resolve_manual(self, checkpoint_id: CheckpointId, error: str | None) -> None:
+        for request in self.manual_waiting.pop(checkpoint_id, ()):
+            request.done(None if error else checkpoint_id,
+                         CheckpointError(f"Checkpoint {checkpoint_id} of job '{self.graph.job_name}' failed: {error}")
+                         if error else None)
+
     @property
     def stop_sources(self) -> StopSources | None:
         """What the next attempt's slots start with when the job is stopping (their sources read nothing)."""
@@ -199,6 +227,10 @@ class CheckpointCoordinator:
             self.closed = True
             waiting = self.savepoint_requests + ([self.stop_request] if self.stop_request is not None else [])
             self.savepoint_requests, self.stop_request = [], None
+            manual = self.manual_requests + [r for waiting in self.manual_waiting.values() for r in waiting]
+            self.manual_requests, self.manual_waiting = [], {}
+            for request in manual:
+                request.done(None, CheckpointError(f"No checkpoint of job '{self.graph.job_name}' was taken: {why}."))
             for request in waiting:
                 taken = f" (the stop's savepoint {request.url} was written, but its job did not commit it)" \
                     if request.url else ""
@@ -288,7 +320,8 @@ class CheckpointCoordinator:
         elif self.savepoint_requests:  # no new checkpoint until it is taken: overlapping ones would starve it
             if not self.pending and ready and self._can_trigger():
                 self._trigger(now, self.savepoint_requests.pop(0))
-        elif due and self._can_trigger():
+        elif (due or (self.manual_requests and ready and len(self.pending) < self.config.max_concurrent)) \
+                and self._can_trigger():
             self._trigger(now)
         return failure
 
@@ -339,13 +372,17 @@ class CheckpointCoordinator:
             failure = self._commit_final_checkpoint(self._now_ms()) or failure
         return failure
 
-    def _new_pending(self, now: float) -> PendingCheckpoint:
+    def _new_pending(self, now: float, savepoint: bool = False) -> PendingCheckpoint:
         """The next checkpoint, pending, with the final state of every subtask that has finished in it."""
         checkpoint_id = self.next_id
         self.next_id = CheckpointId(self.next_id + 1)
         pending = self.pending[checkpoint_id] = PendingCheckpoint(checkpoint_id, now, self.subtasks)
+        self.history.triggered(checkpoint_id, savepoint)
         for final in self.final_acks.values():
             pending.acknowledge(final)
+            self.history.acknowledged(checkpoint_id, chain=final.subtask.chain, subtask=final.subtask.subtask,
+                                      sync_ms=0.0, async_ms=0.0, alignment_ms=0.0, start_delay_ms=0.0, bytes=0,
+                                      persisted_bytes=0, unaligned=False)
         return pending
 
     def _commit_final_checkpoint(self, now: float) -> JobFailedError | None:
@@ -402,9 +439,11 @@ class CheckpointCoordinator:
                 savepoint.done(None, SavepointError(f"No savepoint of job '{self.graph.job_name}' was taken: "
                                                     f"{savepoint.directory}: {type(exc).__name__}: {exc}"))
                 return
-        pending = self._new_pending(now)
+        pending = self._new_pending(now, savepoint is not None)
         checkpoint_id = pending.checkpoint_id
         if savepoint is None:
+            if self.manual_requests:  # asked for now: this one answers them
+                self.manual_waiting[checkpoint_id], self.manual_requests = self.manual_requests, []
             self.last_trigger_ms = now
             log.debug("triggering checkpoint %d", checkpoint_id)
             self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id,
@@ -424,6 +463,11 @@ class CheckpointCoordinator:
                          message.start_delay_ms, message.persisted_bytes, message.unaligned)
         result = pending.acknowledge(ack) if pending is not None else AckResult.DISCARDED
         if result is AckResult.SUCCESS:
+            self.history.acknowledged(
+                message.checkpoint_id, chain=message.chain, subtask=message.subtask, sync_ms=message.sync_ms,
+                async_ms=message.async_ms, alignment_ms=message.alignment_ms, start_delay_ms=message.start_delay_ms,
+                bytes=sum(h.uploaded_bytes(message.checkpoint_id) for h in message.state),
+                persisted_bytes=message.persisted_bytes, unaligned=message.unaligned)
             return self._commit(pending) if pending.is_complete else None
         if result is AckResult.DUPLICATE:
             log.warning("checkpoint %d: duplicate acknowledgement from %s ignored", message.checkpoint_id,
@@ -475,11 +519,13 @@ class CheckpointCoordinator:
             return
         log.info("Savepoint %d of job '%s' stored at %s: %d bytes in %.0f ms", checkpoint_id, self.graph.job_name,
                  target.url, checkpoint.bytes, checkpoint.stats.duration_ms)
+        self.history.completed(checkpoint_id, checkpoint.bytes, checkpoint.bytes)
         request.done(target.url, None)
 
     def _give_up_savepoint(self, checkpoint_id: CheckpointId, request: SavepointRequest, target: SavepointStorage,
                            reason: str) -> None:
         self.aborted_savepoints[checkpoint_id] = target
+        self.history.failed(checkpoint_id, reason)
         while len(self.aborted_savepoints) > _ABORTED_REMEMBERED:
             del self.aborted_savepoints[min(self.aborted_savepoints)]
         self._delete_savepoint(target)
@@ -506,15 +552,22 @@ class CheckpointCoordinator:
             self.aborted[checkpoint_id] = pending
             pending.discard()
             self._forget_old_aborts()
-            return self._fail(checkpoint_id, f"writing _metadata failed: {type(exc).__name__}: {exc}")
+            reason = f"writing _metadata failed: {type(exc).__name__}: {exc}"
+            self.history.failed(checkpoint_id, reason)
+            self._resolve_manual(checkpoint_id, reason)
+            return self._fail(checkpoint_id, reason)
         self.completed_ids.append(checkpoint_id)
         self.stats.append(stats)
         self.consecutive_failures = 0
         self.last_completion_ms = now
-        log.debug("checkpoint %d complete: %.0f ms (start delay %.1f ms, sync %.1f ms, async %.1f ms, alignment "
-                  "%.1f ms), %d bytes%s", checkpoint_id, stats.duration_ms, stats.start_delay_ms, stats.sync_ms,
-                  stats.async_ms, stats.alignment_ms, stats.bytes,
-                  f", unaligned: {stats.persisted_bytes} bytes in flight" if stats.unaligned else "")
+        full_bytes = sum(h.full_bytes for h in checkpoint.state_handles)
+        self.history.completed(checkpoint_id, stats.bytes, full_bytes)
+        self._resolve_manual(checkpoint_id, None)
+        log.info("Checkpoint %d of job '%s' complete in %.0f ms: %s stored%s (sync %.1f ms, async %.0f ms, alignment "
+                 "%.1f ms, start delay %.1f ms)%s", checkpoint_id, self.graph.job_name, stats.duration_ms,
+                 human_bytes(stats.bytes), f" of {human_bytes(full_bytes)}" if full_bytes != stats.bytes else "",
+                 stats.sync_ms, stats.async_ms, stats.alignment_ms, stats.start_delay_ms,
+                 f", unaligned: {human_bytes(stats.persisted_bytes)} in flight" if stats.unaligned else "")
         self.control.broadcast(NotifyCheckpointComplete(self.attempt, checkpoint_id))
         self._apply_retention()
         return None
@@ -600,6 +653,7 @@ class CheckpointCoordinator:
         if pending is None:
             return None
         pending.discard()
+        self._resolve_manual(checkpoint_id, reason)
         if checkpoint_id in self.savepoints:  # a failed savepoint fails no job (Flink's too)
             request, target = self.savepoints.pop(checkpoint_id)
             self._give_up_savepoint(checkpoint_id, request, target, reason)
@@ -610,6 +664,7 @@ class CheckpointCoordinator:
             return None
         self.aborted[checkpoint_id] = pending
         self._forget_old_aborts()
+        self.history.failed(checkpoint_id, reason)
         # Expected aborts (the input ended mid-checkpoint) are not the user's concern; failures are.
         log.log(logging.WARNING if count_failure else logging.INFO, "checkpoint %d aborted: %s", checkpoint_id, reason)
         if self.control is not None and self.attempt is not None:

@@ -19,6 +19,7 @@ import queue
 import threading
 import time
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -27,14 +28,18 @@ import cloudpickle
 from operators.sinks import CollectSink
 from runtime.checkpoint_config import RestartStrategy
 from runtime.driver.control_server import ControlServer, SlotDisconnected, SlotUnresponsive
-from runtime.driver.coordinator import CheckpointCoordinator, CoordinatorLoop, SavepointRequest
+from runtime.driver.coordinator import CheckpointCoordinator, CheckpointRequest, CoordinatorLoop, SavepointRequest
 from runtime.driver.failure_diagnosis import Diagnosis, FailureEvidence, decide_restart, diagnose
 from runtime.driver.job_control import JobControlServer
 from runtime.driver.launcher import BarrierStage, StageCompleted, StageFailed, require_slots
 from runtime.driver.lifecycle import JobLifecycle
+from runtime.driver.metrics import JobMetrics
+from runtime.driver.progress import ProgressLine
 from runtime.driver.restore_plan import RestorePoint, newest_restorable, plan_restore
 from runtime.driver.result import JobResult, JobStatus
+from runtime.driver.web import DashboardSettings, dashboard_for
 from runtime.errors import (
+    CheckpointError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
     InsufficientSlotsError,
@@ -79,8 +84,11 @@ def _driver_host(spark) -> str:
 
 class JobMaster:
     def __init__(self, graph: JobGraph, spark, sinks: dict[str, Any], restart: RestartStrategy,
-                 coordinator: CheckpointCoordinator | None = None, restore: RestorePoint | None = None):
+                 coordinator: CheckpointCoordinator | None = None, restore: RestorePoint | None = None,
+                 dashboard: DashboardSettings | None = None, progress: bool = False):
         self.graph = graph
+        self.dashboard = dashboard  # None: no web server for this job
+        self.progress: ProgressLine | None = ProgressLine(self) if progress else None
         self.spark = spark
         self.sinks = sinks  # sink uid -> the user's Sink object (driver side)
         self.restart = restart
@@ -101,6 +109,11 @@ class JobMaster:
         self.registered_pids: list[int] = []
         self.data_addresses: list[tuple[str, int]] = []
         self.coordinator_loop: CoordinatorLoop | None = None
+        self.metrics = JobMetrics(graph)
+        self.exceptions: list[dict] = []  # each failed attempt: its cause, with the user's traceback (newest last)
+        self.started_ms: int | None = None  # wall clock, epoch ms
+        self.ended_ms: int | None = None
+        self.dashboard_url: str | None = None  # where the driver's web server shows this job, if it runs
         self._cancel_requested = False  # a cancel that arrived while the master was busy with something else
         self._handlers: dict[type, Callable[[Any], Any]] = {
             StageCompleted: lambda event: self._finish(event.results),
@@ -124,6 +137,7 @@ class JobMaster:
 
     def start(self) -> None:
         self._started = time.monotonic()
+        self.started_ms = int(time.time() * 1000)
         graph = self.graph
         parallelism = max(chain.parallelism for chain in graph.chains)
         if self.coordinator is not None:
@@ -132,8 +146,12 @@ class JobMaster:
                            f"(job directory {self.coordinator.storage.job_dir})")
         else:
             checkpoints = "no checkpoints"
-        log.info("Job '%s' (%s) starting: parallelism %d, %d slots, %s", graph.job_name, self.job_id[:8],
-                 parallelism, graph.slots, checkpoints)
+        server = dashboard_for(_driver_host(self.spark), self.dashboard) if self.dashboard is not None else None
+        if server is not None:
+            server.register(self)
+            self.dashboard_url = f"{server.url}/#/jobs/{self.job_id}"
+        log.info("Job '%s' (%s) starting: parallelism %d, %d slots, %s%s", graph.job_name, self.job_id[:8],
+                 parallelism, graph.slots, checkpoints, f"; dashboard {self.dashboard_url}" if server else "")
         log.debug("%s", graph.describe())
         self.job_control = None
         if self.coordinator is not None:  # chandy savepoint / stop / cancel find the job through its storage
@@ -146,10 +164,39 @@ class JobMaster:
         self._master = threading.Thread(target=self._run_master, name=f"chandy-master-{self.job_id[:8]}",
                                         daemon=True)
         self._master.start()
+        if self.progress is not None:
+            self.progress.start()
 
     def cancel(self) -> None:
         self.events.put(CancelRequested())
         self._done.wait()
+
+    def request_cancel(self) -> None:
+        """Cancel without waiting for the job to end (the REST API's ``PATCH /jobs/<id>``)."""
+        self.events.put(CancelRequested())
+
+    @property
+    def ended(self) -> bool:
+        return self._done.is_set()
+
+    def trigger_checkpoint(self) -> Future:
+        """Take a checkpoint now, whatever the interval; the future's result is its id once it completed.
+        Raises CheckpointError when the job has no checkpointing."""
+        if self.coordinator is None:
+            raise CheckpointError(f"Job '{self.graph.job_name}' runs without checkpointing: enable it with "
+                                  "env.enable_checkpointing(interval) to take checkpoints.")
+        future: Future = Future()
+
+        def done(checkpoint_id, error):
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(checkpoint_id)
+
+        self.coordinator.request_checkpoint(CheckpointRequest(done))
+        if self.coordinator_loop is not None:
+            self.coordinator_loop.wake()
+        return future
 
     def newest_checkpoint(self) -> tuple[int, str] | None:
         """The newest checkpoint this job could resume from: ``(id, its URL)``, or None."""
@@ -233,7 +280,11 @@ class JobMaster:
                 self.coordinator.discard_at_end(self.lifecycle.status.name)
             if self.job_control is not None:
                 self._close_job_control()
+            self.metrics.end()
+            self.ended_ms = int(time.time() * 1000)
             self._done.set()
+            if self.progress is not None:
+                self.progress.close()
 
     def _close_job_control(self) -> None:
         try:
@@ -272,6 +323,8 @@ class JobMaster:
                         return error
                     previous = outcome
                     self.restarts += 1  # a fallback to an older checkpoint is no restart of the user's job
+                    if self.exceptions:
+                        self.exceptions[-1]["restarted"] = True
                 if self.lifecycle.status is not JobStatus.RESTARTING:
                     self.lifecycle.transition(JobStatus.RESTARTING, f"attempt {self.attempt} failed")
                 if falling_back:
@@ -368,8 +421,14 @@ class JobMaster:
                      graph.job_name, self.attempt, checkpoint.checkpoint_id, restore.storage.job_dir, taken,
                      checkpoint.parallelism, graph.slots)
         self.restored_from.append(restore.checkpoint.checkpoint_id if restore else None)
+        if restore is not None and self.coordinator is not None:
+            self.coordinator.history.restored_from(restore.checkpoint.checkpoint_id,
+                                                   restore.storage.checkpoint_url(restore.checkpoint.checkpoint_id),
+                                                   restore.checkpoint.savepoint)
         inbox = self.coordinator_loop.inbox if self.coordinator_loop is not None else None
-        self.control = ControlServer(_driver_host(self.spark), self.attempt, graph.slots, self.events, inbox)
+        self.metrics.start_attempt(self.attempt)
+        self.control = ControlServer(_driver_host(self.spark), self.attempt, graph.slots, self.events, inbox,
+                                     self.metrics.on_report)
         if self.coordinator is not None:
             self.coordinator.start_attempt(self.attempt, self.control)
             self.coordinator_loop.wake()
@@ -377,8 +436,10 @@ class JobMaster:
         if stop is not None:
             stop = StopSources(self.attempt, stop.drain)
         task = barrier_task(self._payload, self.control.address, self.attempt, restore_payload, stop)
-        self.stage = BarrierStage(self.spark, f"chandy-{self.job_id}-{self.attempt}",
-                                  f"Chandy job '{graph.job_name}' attempt {self.attempt}", graph.slots, task,
+        description = f"Chandy job '{graph.job_name}' ({self.job_id[:8]}) attempt {self.attempt}"
+        if self.dashboard_url:
+            description += f": {self.dashboard_url}"
+        self.stage = BarrierStage(self.spark, f"chandy-{self.job_id}-{self.attempt}", description, graph.slots, task,
                                   self.attempt, self.events)
         self.lifecycle.transition(JobStatus.RUNNING, f"attempt {self.attempt}")
         self.stage.start()
@@ -403,13 +464,25 @@ class JobMaster:
     def _attempt_failed(self, first) -> Diagnosis:
         diagnosis = diagnose(self.graph.job_name, self._gather_evidence(first))
         log.error("%s", diagnosis.error)
+        self._remember_exception(diagnosis.error)
         self._stop_everything("the job attempt failed")
         return diagnosis
 
     def _checkpoint_failed(self, event: CheckpointFailure) -> Diagnosis:
         log.error("%s", event.error)
+        self._remember_exception(event.error)
         self._stop_everything("a checkpoint failure the job does not tolerate")
         return Diagnosis(event.error, FailurePhase.RUNTIME)
+
+    def _remember_exception(self, error: JobFailedError) -> None:
+        """For ``/jobs/<id>/exceptions``: what failed the attempt, with the user's own traceback."""
+        trace = error.user_traceback or ""
+        last = trace.strip().splitlines()[-1] if trace.strip() else ""
+        name = last.split(":", 1)[0] if ":" in last else type(error).__name__
+        self.exceptions.append({"timestamp": int(time.time() * 1000), "attempt": int(self.attempt),
+                                "exceptionName": name, "message": error.message,
+                                "stacktrace": trace or str(error), "taskName": error.operator_name,
+                                "operatorUid": error.operator_uid, "subtask": error.subtask, "restarted": False})
 
     def _cancel(self) -> JobCancelledError:
         was_running = self.lifecycle.status is JobStatus.RUNNING

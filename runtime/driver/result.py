@@ -115,6 +115,16 @@ class JobClient:
             savepoint_directory, drain = (drain if isinstance(drain, str) else None), savepoint_directory
         return self._run.stop_with_savepoint(savepoint_directory, drain, timeout)
 
+    def trigger_checkpoint(self, timeout: float | None = None) -> int:
+        """Take a checkpoint now, whatever the interval, and return its id once it completed (the REST API's
+        ``POST /jobs/<id>/checkpoints``). Raises CheckpointError when it failed or the job has no checkpointing."""
+        return self._run.trigger_checkpoint().result(timeout)
+
+    def get_dashboard_url(self) -> str | None:
+        """Where the driver's web dashboard shows this job (its REST API is under the same address), or None
+        when the dashboard is off (``spark.chandy.ui.enabled=false``) or could not start."""
+        return self._run.dashboard_url
+
     def get_job_execution_result(self, timeout: float | None = None) -> JobResult:
         """Wait for the job to end; returns its result or raises why it failed or was cancelled."""
         return self._run.wait(timeout)

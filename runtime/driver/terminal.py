@@ -31,12 +31,24 @@ def show_chandy_logs(stream=None) -> bool:
         logger = logging.getLogger(name)
         if logger.handlers or logger.level != logging.NOTSET:
             continue  # configured by the application
-        handler = logging.StreamHandler(stream or sys.stderr)
+        handler = _ClearingHandler(stream or sys.stderr)
         handler.setFormatter(logging.Formatter(_FORMAT, "%H:%M:%S"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         installed = True
     return installed
+
+
+class _ClearingHandler(logging.StreamHandler):
+    """Clears the live status line (:mod:`runtime.driver.progress`) before a log line takes the terminal."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from runtime.driver.progress import active_line
+
+        line = active_line()
+        if line is not None:
+            line.clear()
+        super().emit(record)
 
 
 def resume_hint(job_name: str, newest: tuple[int, str] | None, argv: list[str] | None = None) -> str:

@@ -27,6 +27,7 @@ import cloudpickle
 from operators.context import SubtaskInfo
 from runtime.errors import ProtocolError, is_retryable
 from runtime.executor.channel_state import read_channel_state
+from runtime.executor.metrics import metrics_report
 from runtime.executor.restore import restore_operator
 from runtime.executor.snapshotter import Snapshotter
 from runtime.executor.subtask import OperatorError, SubtaskRunner, SubtaskStatus
@@ -226,6 +227,20 @@ class SlotRunner:
             except OSError:  # the control connection is gone: its listener cancels the slot
                 return
 
+    def _report_metrics(self) -> None:
+        """Send the subtasks' counters every metrics interval until the slot stops."""
+        interval = self.graph.metrics_interval_ms / 1000.0
+        while not self.stopped.wait(interval):
+            try:
+                report = metrics_report(self)
+            except Exception:  # a bug in a report must not fail the job: no metrics, said once
+                log.exception("metrics of slot %d could not be gathered; no more reports from it", self.slot)
+                return
+            try:
+                self.control.send(report)
+            except OSError:  # the control connection is gone: its listener cancels the slot
+                return
+
     # -- running --------------------------------------------------------------------------------------
 
     def fail(self, exc: BaseException) -> None:
@@ -318,6 +333,8 @@ class SlotRunner:
                                           name=f"chandy-{runner.chain.index}.{self.slot}")
                 threads.append(thread)
                 thread.start()
+            if self.graph.metrics_interval_ms > 0:
+                threading.Thread(target=self._report_metrics, name="chandy-metrics", daemon=True).start()
             with self._done:
                 while self._finished < len(threads) and self._failure is None and not self.stopped.is_set():
                     self._done.wait()
@@ -336,6 +353,8 @@ class SlotRunner:
         if self.snapshotter is not None:
             self.snapshotter.close(JOIN_TIMEOUT_S)  # let acks of checkpoints taken before the end go out
         self.stopped.set()
+        if self.graph.metrics_interval_ms > 0:  # the final counts: what the job processed, exactly
+            self.control.send(metrics_report(self))
         self.control.send(SlotFinished(self.attempt, self.slot))
         self._teardown(threads, listener)
         return results

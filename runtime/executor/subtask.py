@@ -42,7 +42,7 @@ from runtime.protocol.events import (
     WatermarkStatus,
 )
 from runtime.protocol.messages import FailurePhase, SubtaskFinished
-from runtime.protocol.records import TimestampedBatch
+from runtime.protocol.records import TimestampedBatch, count_records
 
 if TYPE_CHECKING:
     from runtime.executor.slot import SlotRunner
@@ -128,6 +128,13 @@ class SubtaskRunner:
         if gate is not None and any(edge.input_number == 2 for edge in chain.inputs):
             number_of = {edge.id: edge.input_number for edge in chain.inputs}
             self.second_input = [number_of[edge_id] == 2 for edge_id, _ in gate.channels]
+        # Metrics (runtime.executor.metrics), written by this subtask's thread only: records into each operator
+        # and, last, out of the chain; seconds a source's polls found nothing, seconds spent waiting for room
+        # in the outputs (unaligned checkpoints), and the newest watermark the chain saw.
+        self.records = [0] * (len(self.operators) + 1)
+        self.source_idle_s = 0.0
+        self.output_wait_s = 0.0
+        self.watermark: int | None = None
 
     def _call(self, index: int, method: str, *args):
         try:
@@ -140,6 +147,7 @@ class SubtaskRunner:
 
     def _push_second(self, records: list) -> None:
         """Records of the second input of a two-input head operator (``connect``)."""
+        self.records[0] += count_records(records)
         try:
             records = self.operators[0].process_batch2(records)
         except Cancelled:
@@ -150,8 +158,9 @@ class SubtaskRunner:
             self._push(records, 1)
 
     def _push(self, records: list, start: int) -> None:
-        operators = self.operators
+        operators, counts = self.operators, self.records
         for i in range(start, len(operators)):
+            counts[i] += count_records(records)
             try:
                 records = operators[i].process_batch(records)
             except Cancelled:
@@ -160,6 +169,7 @@ class SubtaskRunner:
                 raise OperatorError(self.chain.operators[i], exc) from exc
             if not records:
                 return
+        counts[-1] += count_records(records)
         self.writer.emit(records)
 
     def run(self) -> None:
@@ -268,6 +278,8 @@ class SubtaskRunner:
             if batch:
                 self._push(batch, 1)
             now = time.monotonic()
+            if not batch:
+                self.source_idle_s += now - started
             if batch:  # adapt the poll size to the chain's speed: slow operators get small batches
                 elapsed = now - started
                 if elapsed > self.SOURCE_ITERATION_S and poll_size > 1:
@@ -518,6 +530,13 @@ class SubtaskRunner:
         """Wait until every output channel can take a batch, taking meanwhile what must not wait behind
         backpressure: barriers that overtook the input, checkpoint triggers (a source), the aligned timeout."""
         writer, gate, stopped = self.writer, self.gate, self.slot.stopped
+        started = time.monotonic()
+        try:
+            self._await_output_until_available(writer, gate, stopped)
+        finally:
+            self.output_wait_s += time.monotonic() - started
+
+    def _await_output_until_available(self, writer: RecordWriter, gate: InputGate | None, stopped) -> None:
         while not writer.available():
             if stopped.is_set():
                 raise Cancelled()
@@ -541,6 +560,7 @@ class SubtaskRunner:
         """Hand ``watermark`` to the operators from ``start`` on, each emitting what its timers fire before the
         next sees it, then to the output channels. An operator that makes watermarks stops all but the last."""
         operators = self.operators
+        self.watermark = watermark
         for i in range(start, len(operators)):
             if operators[i].generates_watermarks and watermark != MAX_WATERMARK:
                 return

@@ -50,7 +50,7 @@ from runtime.network.acceptor import Acceptor
 from runtime.network.codec import RecordCodec
 from runtime.network.in_flight import InFlightRecorder
 from runtime.protocol.events import CheckpointBarrier, EndOfInput, Event, event_from_metadata
-from runtime.protocol.records import TimestampedBatch
+from runtime.protocol.records import TimestampedBatch, count_records
 
 __all__ = [
     "ChannelId",
@@ -162,6 +162,13 @@ class InputGate:
         self._window_backlogged = 0  # polls that left records waiting in the channel
         self._rate = 0.0  # records per second taken by the subtask, smoothed
         self._clock = clock
+        # Metrics (runtime.executor.metrics), each written by one thread: records taken per channel and seconds
+        # the subtask waited for input (its thread), Arrow bytes arrived (the channel's reader), seconds a local
+        # producer waited for room in a full queue (the producer's thread).
+        self.records_in = [0] * len(self.channels)
+        self.bytes_in = [0] * len(self.channels)
+        self.put_blocked_s = [0.0] * len(self.channels)
+        self.idle_s = 0.0
 
     def __len__(self) -> int:
         return len(self.channels)
@@ -171,8 +178,11 @@ class InputGate:
         ``block`` is false (a remote channel, whose credits bound its queue; unaligned checkpoints' overdraft)."""
         queue = self._queues[index]
         with self._cond:
-            while block and len(queue) >= self._capacity and not self._closed:
-                self._cond.wait()
+            if block and len(queue) >= self._capacity and not self._closed:
+                started = time.monotonic()
+                while len(queue) >= self._capacity and not self._closed:
+                    self._cond.wait()
+                self.put_blocked_s[index] += time.monotonic() - started
             if self._closed:
                 raise Cancelled()
             recorder = self._recorder
@@ -235,6 +245,12 @@ class InputGate:
         with self._cond:
             self._recorder = None
 
+    def usage(self, index: int | None = None) -> float:
+        """How full channel ``index``'s queue is, or all of them together (0..1; a read without the lock)."""
+        if index is not None:
+            return min(1.0, len(self._queues[index]) / self._capacity)
+        return min(1.0, sum(len(q) for q in self._queues) / (self._capacity * len(self._queues)))
+
     def has_room(self, index: int) -> bool:
         return len(self._queues[index]) < self._capacity
 
@@ -268,8 +284,10 @@ class InputGate:
                         self._next = (i + 1) % n
                         item = queues[i].popleft()
                         self._cond.notify_all()
-                        if self.debloat_target_s is not None and item.__class__ in _BATCHES:
-                            self._measure(len(item), bool(queues[i]))
+                        if item.__class__ in _BATCHES:
+                            self.records_in[i] += count_records(item)
+                            if self.debloat_target_s is not None:
+                                self._measure(len(item), bool(queues[i]))
                         send_credit = self._credit_senders[i]
                         if send_credit is not None and item.__class__ is not EndOfInput:
                             try:
@@ -278,7 +296,9 @@ class InputGate:
                                 self._credit_senders[i] = None
                         return i, item
                 if attempt == 0:
+                    started = time.monotonic()
                     self._cond.wait(timeout)
+                    self.idle_s += time.monotonic() - started
         return None
 
     DEBLOAT_WINDOW_S = 0.2
@@ -330,12 +350,24 @@ class LocalChannel:
     def __init__(self, gate: InputGate, index: int):
         self.gate = gate
         self.index = index
+        self.records_sent = 0
+        self.bytes_sent = 0  # never serialised
         # Unaligned checkpoints: sends never wait (a subtask is never stuck inside an emit when a barrier
         # overtakes its input); the subtask waits for room before it takes more input instead (available()).
         self.overdraft = False
 
     def send(self, records: list) -> None:
+        self.records_sent += count_records(records)
         self.gate.put(self.index, records, not self.overdraft)
+
+    @property
+    def blocked_s(self) -> float:
+        return self.gate.put_blocked_s[self.index]
+
+    @property
+    def usage(self) -> float:
+        """How full the consumer's queue of this channel is (0..1)."""
+        return self.gate.usage(self.index)
 
     def send_event(self, event: Event) -> None:
         if event.__class__ is CheckpointBarrier and event.unaligned:
@@ -373,6 +405,9 @@ class RemoteChannel:
         self.consumer = consumer
         self.sock = _connect(address, connect_timeout)
         self._credits = CREDITS  # below zero after an overdraft
+        self.records_sent = 0
+        self.bytes_sent = 0
+        self.blocked_s = 0.0  # waiting for the consumer's credits
         self.batch_limit: int | None = None  # records per batch, as the consumer's last credit said
         self.overdraft = False  # unaligned checkpoints: send without waiting for credits (see LocalChannel)
         self._poller = None
@@ -394,8 +429,11 @@ class RemoteChannel:
         if self._credits <= 0:
             if self.overdraft:
                 self._read_credits(block=False)
-            while self._credits <= 0 and not self.overdraft:  # wait until the consumer takes a batch
-                self._read_credits(block=True)
+            if self._credits <= 0 and not self.overdraft:  # wait until the consumer takes a batch
+                started = time.monotonic()
+                while self._credits <= 0:
+                    self._read_credits(block=True)
+                self.blocked_s += time.monotonic() - started
         self._credits -= 1
 
     def available(self) -> bool:
@@ -405,6 +443,11 @@ class RemoteChannel:
             except OSError as exc:
                 raise ConnectionError(f"data connection to subtask {self.consumer} broke: {exc}") from exc
         return self._credits > 0
+
+    @property
+    def usage(self) -> float:
+        """Credits in use: batches sent that the consumer has not taken yet (0..1; over 1 in an overdraft)."""
+        return min(1.0, (CREDITS - self._credits) / CREDITS)
 
     def wait_available(self, timeout: float) -> bool:
         if not self.available():
@@ -420,6 +463,8 @@ class RemoteChannel:
             self._take_credit()
             self.writer.write_batch(batch)
             self.file.flush()
+            self.records_sent += batch.num_rows
+            self.bytes_sent += batch.nbytes
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise ConnectionError(f"data connection to subtask {self.consumer} broke: {exc}") from exc
 
@@ -499,6 +544,7 @@ class DataServer:
                     raise ConnectionError("stream ended without end-of-input") from None
                 event = event_from_metadata(metadata)
                 if event is None:
+                    gate.bytes_in[index] += batch.nbytes
                     gate.put(index, codec.decode(batch), block=False)  # credited: the queue has room for it
                 elif event.__class__ is CheckpointBarrier and event.unaligned:
                     gate.put_priority(index, event)

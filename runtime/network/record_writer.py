@@ -316,6 +316,7 @@ class ColumnarEdgeWriter(_ChannelSet):
 
     def __init__(self, edge: ChainEdge, producer: int, channels: dict[int, object], batch_rows: int,
                  max_parallelism: int):
+        self.edge = edge
         self.targets = list(edge.targets_of(producer))
         self.channels = [channels[t] for t in self.targets]
         self.buffers = [[] for _ in self.targets]

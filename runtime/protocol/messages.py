@@ -27,6 +27,8 @@ __all__ = [
     "SlotFinished",
     "Heartbeat",
     "Cancel",
+    "SubtaskMetrics",
+    "MetricsReport",
     "CheckpointMessage",
     "SubtaskFinished",
     "TriggerCheckpoint",
@@ -113,6 +115,46 @@ class Cancel(Message):
     """Driver -> slots: stop now; the job is cancelled or another slot failed."""
 
     reason: str
+
+
+# -- metrics -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubtaskMetrics:
+    """One chain subtask's counters since its attempt started (cumulative: rates are differences of two reports).
+
+    ``records[i]``: records into the chain's operator ``i``; ``records[-1]``: records out of the chain (so operator
+    ``i`` sent ``records[i + 1]``). Per input channel ``(edge id, producer, records, bytes)`` and output channel
+    ``(edge id, consumer, records, bytes, seconds blocked)``; bytes count remote channels only (records between
+    subtasks of one slot are never serialised). ``idle_s``: waiting for input; ``backpressured_s``: waiting for
+    an output channel's credit or room. Usage of the input queues and output credits (0..1), sampled when the
+    report was made. ``watermark``: the newest one the chain's operators saw (None before the first).
+    ``late_dropped[i]`` and ``state[i]`` (``(entries, bytes or None)``, None without keyed state) per operator."""
+
+    chain: ChainIndex
+    subtask: SubtaskIndex
+    status: str
+    records: tuple[int, ...]
+    idle_s: float
+    backpressured_s: float
+    input_usage: float
+    output_usage: float
+    inputs: tuple[tuple[int, int, int, int], ...] = ()
+    outputs: tuple[tuple[int, int, int, int, float], ...] = ()
+    watermark: int | None = None
+    late_dropped: tuple[int, ...] = ()
+    state: tuple = ()
+
+
+@dataclass(frozen=True)
+class MetricsReport(Message):
+    """Slot -> driver, every metrics interval and once more before SlotFinished: its subtasks' counters.
+    ``clock_s`` is the slot's monotonic clock, so rates come from the slot's own time between two reports."""
+
+    slot: SlotIndex
+    clock_s: float
+    subtasks: tuple[SubtaskMetrics, ...]
 
 
 # -- checkpoints ---------------------------------------------------------------------------------------------

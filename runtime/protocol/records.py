@@ -19,7 +19,9 @@ no timestamps, as in Flink after an operator that erases them.
 
 from __future__ import annotations
 
-__all__ = ["TimestampedBatch", "timestamps_of"]
+from pyarrow import RecordBatch
+
+__all__ = ["TimestampedBatch", "timestamps_of", "count_records"]
 
 
 class TimestampedBatch(list):
@@ -55,3 +57,17 @@ def timestamps_of(batch: list) -> list | None:
     (True, [5])
     """
     return batch.timestamps if type(batch) is TimestampedBatch else None
+
+
+def count_records(batch) -> int:
+    """How many records ``batch`` holds: its Python records, or the rows of its Arrow record batches (a list of
+    them on the columnar path, or one batch). One check per batch, never per record.
+
+    >>> import pyarrow as pa
+    >>> count_records([1, 2, 3]), count_records([pa.record_batch({"x": [1, 2]})] * 2), count_records([])
+    (3, 4, 0)
+    """
+    n = len(batch)
+    if n and batch.__class__ is list and batch[0].__class__ is RecordBatch:
+        return sum(b.num_rows for b in batch)
+    return n

@@ -8,12 +8,18 @@
     chandy checkpoint DIR ID|latest                      one checkpoint: operators, files, key groups, offsets
     chandy savepoint DIR [--path P]                      take a savepoint of the job running with DIR
     chandy stop DIR [--path P] [--drain]                 stop that job with a savepoint
+    chandy jobs [URL]                                    the jobs of the driver whose dashboard is at URL
+    chandy status URL                                    a job's state, throughput and checkpoints
+    chandy cancel URL                                    cancel a job
+    chandy trigger-checkpoint URL                        take a checkpoint now and wait for it
 
 DIR is the job's directory, ``<checkpoint storage>/<job name>`` (the job name as a folder name, see
 :func:`~state_backends.storage.job_directory_name`), as a path or any fsspec URL. A running job says there
 where its driver listens (:mod:`runtime.driver.job_control`); ``savepoint`` and ``stop`` print the savepoint's
-URL, which ``restore_from`` takes. Errors go to stderr, with exit code 2; a directory that does not exist is
-one:
+URL, which ``restore_from`` takes. URL is a job's dashboard address as its log prints it
+(``http://host:8081/#/jobs/<id>``), or the driver's (``http://host:8081``, default ``http://localhost:8081``) when
+one job runs there (:mod:`runtime.tools.rest_commands`). Errors go to stderr, with exit code 2; a directory
+that does not exist is one:
 
 >>> import contextlib, sys
 >>> with contextlib.redirect_stderr(sys.stdout):
@@ -54,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     stopping.add_argument("--path", help="directory to put the savepoint under (default: the job's default)")
     stopping.add_argument("--drain", action="store_true",
                           help="end the input as if exhausted: the final watermark fires every timer and window")
+    listing_jobs = commands.add_parser("jobs", help="list the jobs of a driver (its dashboard's URL)")
+    listing_jobs.add_argument("url", nargs="?", default=None, help="default http://localhost:8081")
+    for name, text in (("status", "a job's state, throughput and checkpoints"), ("cancel", "cancel a job"),
+                       ("trigger-checkpoint", "take a checkpoint of a job now and wait until it completed")):
+        commands.add_parser(name, help=text).add_argument("url", help="the job's dashboard URL (or the driver's)")
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
         from runtime.tools.demo import main as demo
@@ -68,7 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command in ("checkpoints", "checkpoint"):
         from runtime.errors import ChandyError
-        from runtime.tools.checkpoint_inspection import describe_checkpoint, list_checkpoints
+        from runtime.tools.checkpoint_inspection import (
+            describe_checkpoint,
+            list_checkpoints,
+        )
 
         try:
             if args.command == "checkpoints":
@@ -85,6 +99,18 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             print(control_job(args.directory, args.command, path=args.path, drain=getattr(args, "drain", False)))
+        except ChandyError as exc:
+            print(f"chandy: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.command in ("jobs", "status", "cancel", "trigger-checkpoint"):
+        from runtime.errors import ChandyError
+        from runtime.tools import rest_commands
+
+        action = {"jobs": rest_commands.jobs, "status": rest_commands.status, "cancel": rest_commands.cancel,
+                  "trigger-checkpoint": rest_commands.trigger_checkpoint}[args.command]
+        try:
+            print(action(args.url or rest_commands.DEFAULT_URL))
         except ChandyError as exc:
             print(f"chandy: {exc}", file=sys.stderr)
             return 2

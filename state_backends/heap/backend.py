@@ -407,6 +407,10 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         for table in self._tables.get(state_name, {}).values():
             yield from table.keys()
 
+    def state_size(self) -> tuple[int, None]:
+        """Entries (keys, per state) held; bytes are unknown without pickling them."""
+        return sum(len(table) for groups in list(self._tables.values()) for table in list(groups.values())), None
+
     def state_names(self) -> list[str]:
         return [name for name, groups in self._tables.items() if any(groups.values())]
 

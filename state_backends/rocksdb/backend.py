@@ -63,19 +63,8 @@ from state_backends.rocksdb.db import (
     list_column_families,
     open_db,
 )
-from state_backends.rocksdb.incremental import (
-    NativeManifest,
-    UploadTracker,
-    fetch_files,
-    recovery_directory,
-)
-from state_backends.rocksdb.keys import (
-    decode_key,
-    encode_key,
-    group_bound,
-    row_prefix,
-    split_row,
-)
+from state_backends.rocksdb.incremental import NativeManifest, UploadTracker, fetch_files, recovery_directory
+from state_backends.rocksdb.keys import decode_key, encode_key, group_bound, row_prefix, split_row
 from state_backends.rocksdb.states import (
     RocksDBAggregatingState,
     RocksDBListState,
@@ -512,6 +501,14 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.uploads.completed(checkpoint_id)  # older local copies go at the next upload, off this thread
         if self._cut is not None and self._cut.done:
             self._end_cut()
+
+    def state_size(self) -> tuple[int, int]:
+        """RocksDB's own estimates: keys (rows: one per key, or per map entry), and live bytes on disk plus the
+        memtables."""
+        data = self._families[DATA_COLUMN]
+        value = data.property_int_value
+        return (int(value("rocksdb.estimate-num-keys") or 0),
+                int(value("rocksdb.estimate-live-data-size") or 0) + int(value("rocksdb.cur-size-all-mem-tables") or 0))
 
     def background_work(self) -> dict[str, int]:
         """What RocksDB's own threads have to do for this instance: memtables being flushed, compactions running

@@ -1,0 +1,287 @@
+"""The driver's web server: the REST API, the dashboard's files and Prometheus' ``/metrics``, for every job
+this driver process runs (one server per process, like Flink's per cluster).
+
+Why aiohttp: it is one well-kept package that serves many concurrent clients (dashboards polling every second,
+a Prometheus scrape, a CLI) from one asyncio loop, and it runs on a thread of our own with its own loop, so the
+job master and the coordinator never wait for a client, nor a client for them: every answer is computed on a
+worker thread (:func:`asyncio.to_thread`), and the actions only hand a request to the job's own threads. The
+standard library's ``http.server`` answers one request at a time per thread and has no routing; uvicorn would
+want the main thread's signal handlers.
+
+The port is ``spark.chandy.ui.port`` (or Flink's ``rest.port``), default 8081; when it is taken, the next free
+one of the following 100 is used and the log says which.
+
+>>> import json, urllib.request
+>>> server = DashboardServer("127.0.0.1", 0)
+>>> json.load(urllib.request.urlopen(server.url + "/jobs"))
+{'jobs': []}
+>>> server.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import errno
+import logging
+import os
+import sys
+import threading
+import uuid
+from collections import OrderedDict
+
+from aiohttp import web
+
+from runtime.driver.web import api
+from runtime.driver.web.openapi import openapi_document
+from runtime.driver.web.prometheus import prometheus_text
+from runtime.errors import ChandyError
+
+__all__ = ["DashboardServer", "PORT_ATTEMPTS", "KEPT_ENDED_JOBS"]
+
+log = logging.getLogger(__name__)
+
+PORT_ATTEMPTS = 100  # the configured port, then the next ones (Flink's rest.bind-port takes a range)
+KEPT_ENDED_JOBS = 50  # ended jobs still shown (their final state), oldest forgotten first
+STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+
+
+class DashboardServer:
+    """Serves every registered job on ``host``: the port asked for, or the next free one."""
+
+    def __init__(self, host: str, port: int, bind_host: str | None = None):
+        self.host = host
+        self.jobs: OrderedDict[str, object] = OrderedDict()
+        self._jobs_lock = threading.Lock()
+        self._operations: dict[str, concurrent.futures.Future] = {}
+        self._actions = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="chandy-web-action")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="chandy-web", daemon=True)
+        self._thread.start()
+        try:
+            self.port, self._runner = asyncio.run_coroutine_threadsafe(
+                self._start(bind_host or host, port), self._loop).result(60)
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            raise
+        if self.port != port and port != 0:
+            log.warning("Port %d is taken: the Chandy dashboard and REST API use port %d instead", port, self.port)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    # -- jobs ----------------------------------------------------------------------------------------
+
+    def register(self, master) -> None:
+        with self._jobs_lock:
+            self.jobs[master.job_id] = master
+            ended = [jid for jid, m in self.jobs.items() if m.ended]
+            for jid in ended[:max(0, len(ended) - KEPT_ENDED_JOBS)]:
+                del self.jobs[jid]
+
+    def _masters(self) -> list:
+        with self._jobs_lock:
+            return list(self.jobs.values())
+
+    def _job(self, request: web.Request):
+        with self._jobs_lock:
+            jobs = dict(self.jobs)
+        return api.find_job(jobs, request.match_info["job_id"])
+
+    # -- serving -------------------------------------------------------------------------------------
+
+    async def _start(self, host: str, port: int) -> tuple[int, web.AppRunner]:
+        app = web.Application(middlewares=[_errors_as_json])
+        self._routes(app)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        last_error: OSError | None = None
+        for candidate in ([port] if port == 0 else range(port, min(65536, port + PORT_ATTEMPTS))):
+            site = web.TCPSite(runner, host, candidate, reuse_address=False)
+            try:
+                await site.start()
+            except OSError as exc:
+                if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
+                    await runner.cleanup()
+                    raise ChandyError(f"The Chandy dashboard cannot listen on {host}:{candidate}: {exc}. Set "
+                                      "spark.chandy.ui.port (or rest.port) to a free port, or "
+                                      "spark.chandy.ui.enabled=false.") from exc
+                last_error = exc
+                continue
+            return site._server.sockets[0].getsockname()[1], runner
+        await runner.cleanup()
+        raise ChandyError(f"No free port for the Chandy dashboard on {host} in {port}..{port + PORT_ATTEMPTS - 1} "
+                          f"({last_error}). Set spark.chandy.ui.port (or rest.port) to a free port.")
+
+    def _routes(self, app: web.Application) -> None:
+        get, job = app.router.add_get, self._job
+        json = self._json
+        get("/", self._index)
+        app.router.add_static("/static/", STATIC)
+        get("/config", json(lambda r: {"refresh-interval": 1000, "chandy-version": _version()}))
+        get("/overview", json(lambda r: self._overview()))
+        get("/openapi.json", json(lambda r: openapi_document(_version())))
+        get("/metrics", self._prometheus)
+        get("/jobs", json(lambda r: api.jobs_answer(self._masters())))
+        get("/jobs/overview", json(lambda r: api.jobs_overview(self._masters())))
+        get("/jobs/{job_id}", json(lambda r: api.job_details(job(r))))
+        app.router.add_patch("/jobs/{job_id}", json(self._cancel, status=202))
+        get("/jobs/{job_id}/vertices/{uid}", json(lambda r: api.vertex_details(job(r), r.match_info["uid"])))
+        get("/jobs/{job_id}/vertices/{uid}/backpressure",
+            json(lambda r: api.backpressure(job(r), r.match_info["uid"])))
+        get("/jobs/{job_id}/watermarks", json(lambda r: api.watermarks(job(r))))
+        get("/jobs/{job_id}/exceptions", json(lambda r: api.exceptions(job(r))))
+        get("/jobs/{job_id}/metrics/history",
+            json(lambda r: api.metrics_history(job(r), _int(r.query.get("since", "0"), "since"))))
+        get("/jobs/{job_id}/checkpoints", json(lambda r: api.checkpoints(job(r))))
+        app.router.add_post("/jobs/{job_id}/checkpoints", json(self._trigger_checkpoint, status=202))
+        get("/jobs/{job_id}/checkpoints/config", json(lambda r: api.checkpoint_config(job(r))))
+        get("/jobs/{job_id}/checkpoints/details/{checkpoint_id}",
+            json(lambda r: api.checkpoint_details(job(r), r.match_info["checkpoint_id"])))
+        get("/jobs/{job_id}/checkpoints/{trigger_id}", json(lambda r: self._operation(r, "checkpointId")))
+        app.router.add_post("/jobs/{job_id}/savepoints", json(self._trigger_savepoint, status=202, body=True))
+        get("/jobs/{job_id}/savepoints/{trigger_id}", json(lambda r: self._operation(r, "location")))
+        app.router.add_post("/jobs/{job_id}/stop", json(self._stop, status=202, body=True))
+
+    def _json(self, compute, status: int = 200, body: bool = False):
+        """A handler answering ``compute(request)`` (or ``compute(request, body)``) as JSON, computed on a worker
+        thread: nothing a job does can hold up the server's loop, nor the loop a job."""
+        async def handler(request: web.Request) -> web.Response:
+            if body:
+                payload = await _body(request)
+                answer = await asyncio.to_thread(compute, request, payload)
+            else:
+                answer = await asyncio.to_thread(compute, request)
+            return web.json_response(answer, status=status, dumps=_dumps)
+        return handler
+
+    async def _index(self, request: web.Request) -> web.FileResponse:
+        return web.FileResponse(os.path.join(STATIC, "index.html"), headers={"Cache-Control": "no-cache"})
+
+    async def _prometheus(self, request: web.Request) -> web.Response:
+        text, content_type = await asyncio.to_thread(prometheus_text, self._masters())
+        return web.Response(body=text, headers={"Content-Type": content_type})
+
+    def _overview(self) -> dict:
+        states = [m.status.name for m in self._masters()]
+        return {"chandy-version": _version(), "jobs-running": sum(s in ("RUNNING", "RESTARTING", "CREATED",
+                                                                        "CANCELLING") for s in states),
+                "jobs-finished": states.count("FINISHED"), "jobs-cancelled": states.count("CANCELED"),
+                "jobs-failed": states.count("FAILED")}
+
+    # -- actions -------------------------------------------------------------------------------------
+
+    def _running(self, master, action: str):
+        if master.ended or master.status in api.TERMINAL:
+            raise api.ApiError(409, f"Job '{master.job_name}' ({master.job_id[:8]}) is {master.status.name}: it "
+                                    f"cannot {action} any more.")
+        return master
+
+    def _cancel(self, request: web.Request) -> dict:
+        mode = request.query.get("mode", "cancel")
+        if mode != "cancel":
+            raise api.ApiError(400, f"mode={mode!r} is not supported: PATCH /jobs/<id>?mode=cancel cancels the job; "
+                                    "POST /jobs/<id>/stop stops it with a savepoint.")
+        self._running(self._job(request), "be cancelled").request_cancel()
+        return {}
+
+    def _remember(self, future: concurrent.futures.Future) -> dict:
+        trigger_id = uuid.uuid4().hex
+        self._operations[trigger_id] = future
+        return {"request-id": trigger_id}
+
+    def _trigger_checkpoint(self, request: web.Request) -> dict:
+        master = self._running(self._job(request), "take a checkpoint")
+        try:
+            return self._remember(master.trigger_checkpoint())
+        except ChandyError as exc:
+            raise api.ApiError(409, str(exc)) from None
+
+    def _trigger_savepoint(self, request: web.Request, body: dict) -> dict:
+        master = self._running(self._job(request), "take a savepoint")
+        if master.coordinator is None:
+            raise api.ApiError(409, f"Job '{master.job_name}' runs without checkpointing: it takes no savepoints.")
+        directory = body.get("target-directory")
+        if body.get("cancel-job"):
+            return self._remember(self._actions.submit(master.stop_with_savepoint, directory, False))
+        return self._remember(self._actions.submit(master.trigger_savepoint, directory))
+
+    def _stop(self, request: web.Request, body: dict) -> dict:
+        master = self._running(self._job(request), "stop")
+        if master.coordinator is None:
+            raise api.ApiError(409, f"Job '{master.job_name}' runs without checkpointing: cancel it instead.")
+        directory = body.get("targetDirectory", body.get("target-directory"))
+        return self._remember(self._actions.submit(master.stop_with_savepoint, directory, bool(body.get("drain"))))
+
+    def _operation(self, request: web.Request, result_name: str) -> dict:
+        """Flink's asynchronous operation result: ``IN_PROGRESS``, or ``COMPLETED`` with the result or the cause."""
+        self._job(request)
+        future = self._operations.get(request.match_info["trigger_id"])
+        if future is None:
+            raise api.ApiError(404, f"No operation '{request.match_info['trigger_id']}' was triggered here.")
+        if not future.done():
+            return {"status": {"id": "IN_PROGRESS"}}
+        error = future.exception()
+        if error is not None:
+            return {"status": {"id": "COMPLETED"},
+                    "operation": {"failure-cause": {"class": type(error).__name__, "stack-trace": str(error)}}}
+        return {"status": {"id": "COMPLETED"}, "operation": {result_name: future.result()}}
+
+    def close(self) -> None:
+        async def stop():
+            await self._runner.cleanup()
+        try:
+            asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._actions.shutdown(wait=False)
+
+
+@web.middleware
+async def _errors_as_json(request: web.Request, handler):
+    """Every error as Flink answers one: a status and ``{"errors": [message]}``; never an HTML page."""
+    try:
+        return await handler(request)
+    except api.ApiError as exc:
+        return web.json_response({"errors": [exc.message]}, status=exc.status)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        message = f"{exc.reason}: {request.method} {request.path}"
+        if exc.status == 404:
+            message += " (GET /openapi.json lists what this server answers)"
+        return web.json_response({"errors": [message]}, status=exc.status)
+    except Exception as exc:  # our bug: the client hears what it was, the job goes on
+        log.exception("REST request %s %s failed", request.method, request.path)
+        return web.json_response({"errors": [f"{type(exc).__name__}: {exc}"]}, status=500)
+
+
+async def _body(request: web.Request) -> dict:
+    if not request.can_read_body:
+        return {}
+    try:
+        value = await request.json()
+    except ValueError as exc:
+        raise api.ApiError(400, f"The request body is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise api.ApiError(400, "The request body must be a JSON object.")
+    return value
+
+
+def _int(text: str, name: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise api.ApiError(400, f"{name}={text!r} is not a whole number.") from None
+
+
+def _dumps(value) -> str:
+    import json
+
+    return json.dumps(value, default=str)
+
+
+def _version() -> str:
+    # The package ``runtime`` is imported before any of its modules (the layers forbid importing it from here).
+    return getattr(sys.modules.get("runtime"), "__version__", "unknown")

@@ -1,0 +1,264 @@
+"""The driver's REST API, /metrics, the CLI and the dashboard in a real headless Chromium, with real jobs.
+
+Jobs here are paced by their checkpoints and end when the test creates a file (tests/integration/paced.py), so
+"while it runs" is an event the test controls, never a race with the machine's speed. Counts are compared
+exactly with the input; timings are never asserted.
+"""
+
+import contextlib
+import io
+import json
+import os
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from operators import CollectSink, SequenceSource
+from runtime import RestartStrategies, StreamExecutionEnvironment
+from runtime.driver.checkpoint_history import HISTORY_SIZE
+from runtime.errors import JobCancelledError
+from runtime.tools.cli import main as chandy
+from tests.integration.chaos import ChaosMap, plan
+from tests.integration.jobs import CountPerKey, final_counts
+from tests.integration.paced import FileExists, PacedSource
+from tests.integration.waiting import wait_for
+
+N = 20_000
+KEYS = 50
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def call(url, method="GET", body=None):
+    data = json.dumps(body).encode() if body is not None else (b"" if method != "GET" else None)
+    request = urllib.request.Request(url, method=method, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            raw = answer.read()
+            kind = answer.headers.get("Content-Type", "")
+            return answer.status, (json.loads(raw) if kind.startswith("application/json") else raw.decode())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def counting_job(env, tmp_path, sink, chaos=None):
+    """numbers -> (chaos) -> key_by -> running count -> sink, at parallelism 2; runs until tmp_path/end exists."""
+    env.set_parallelism(2).enable_checkpointing(200)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
+    source = PacedSource(SequenceSource(0, N - 1), per_checkpoint=N // 2 // 8,
+                         end_when=FileExists(str(tmp_path / "end")), together=str(tmp_path / "paced"))
+    numbers = env.from_source(source, "numbers").uid("numbers")
+    if chaos is not None:
+        numbers = numbers.map(chaos).uid("chaos")
+    numbers.key_by(lambda x: x % KEYS).process(CountPerKey()).name("count per key").uid("count") \
+        .sink_to(sink).uid("sink")
+
+
+def completed(base, job):
+    return call(f"{base}/jobs/{job}/checkpoints")[1]["counts"]["completed"]
+
+
+def metric(vertices, uid, name):
+    return next(v for v in vertices if v["id"] == uid)["metrics"][name]
+
+
+def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, tmp_path):
+    env = StreamExecutionEnvironment.get_execution_environment(spark)
+    sink = CollectSink("counts")
+    counting_job(env, tmp_path, sink)
+    client = env.execute_async("rest-api")
+    url = client.get_dashboard_url()
+    assert url and "/#/jobs/" in url
+    base, job = url.split("/#/jobs/")
+    try:
+        wait_for(lambda: completed(base, job) >= 3, what="three completed checkpoints")
+        # Slots report every second: wait for a report that saw records cross the keyed edge.
+        wait_for(lambda: metric(call(f"{base}/jobs/{job}")[1]["vertices"], "count", "read-bytes") > 0,
+                 what="a metrics report after records crossed the network")
+
+        status, jobs = call(f"{base}/jobs")
+        assert status == 200 and {"id": job, "status": "RUNNING"} in jobs["jobs"]
+        status, details = call(f"{base}/jobs/{job}")
+        assert status == 200 and details["state"] == "RUNNING" and details["name"] == "rest-api"
+        uids = [v["id"] for v in details["vertices"]]
+        assert uids == ["numbers", "count", "sink"]
+        nodes = {n["id"]: n for n in details["plan"]["nodes"]}
+        assert nodes["count"]["inputs"] == [{"id": "numbers", "ship_strategy": "HASH", "chained": False,
+                                             "side_output": None, "input": 1}]
+        assert nodes["sink"]["inputs"][0]["chained"] is True
+        assert [c["operators"] for c in details["plan"]["chains"]] == [["numbers"], ["count", "sink"]]
+        for vertex in details["vertices"]:
+            m = vertex["metrics"]
+            assert m["backpressure-level"] in ("ok", "low", "high") and 0 <= m["busy-ratio"] <= 1
+            assert m["read-records"] >= 0 and m["write-records"] >= 0
+        assert metric(details["vertices"], "numbers", "write-records") > 0
+        assert metric(details["vertices"], "count", "state-entries") > 0
+
+        status, checkpoints = call(f"{base}/jobs/{job}/checkpoints")
+        assert status == 200 and checkpoints["counts"]["failed"] == 0
+        newest = checkpoints["history"][0]
+        assert {"id", "status", "trigger_timestamp", "end_to_end_duration", "state_size", "alignment_duration",
+                "sync_duration", "async_duration", "num_subtasks", "num_acknowledged_subtasks"} <= set(newest)
+        done = checkpoints["latest"]["completed"]
+        status, one = call(f"{base}/jobs/{job}/checkpoints/details/{done['id']}")
+        assert status == 200 and one["status"] == "COMPLETED"
+        assert sorted((s["chain"], s["subtask"]) for s in one["subtasks"]) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+        assert all(s["sync_duration"] >= 0 and s["alignment_duration"] >= 0 for s in one["subtasks"])
+        status, config = call(f"{base}/jobs/{job}/checkpoints/config")
+        assert status == 200 and config["interval"] == 200 and config["mode"] == "exactly_once"
+        status, marks = call(f"{base}/jobs/{job}/watermarks")
+        assert status == 200 and [w["id"] for w in marks["watermarks"]] == uids
+        status, pressure = call(f"{base}/jobs/{job}/vertices/count/backpressure")
+        assert status == 200 and [s["subtask"] for s in pressure["subtasks"]] == [0, 1]
+        status, vertex = call(f"{base}/jobs/{job}/vertices/count")
+        assert status == 200 and len(vertex["subtasks"]) == 2
+        assert call(f"{base}/jobs/{job}/exceptions")[1]["exceptionHistory"]["entries"] == []
+
+        # Bad input: an unknown vertex or checkpoint, and a job id that is no job.
+        status, error = call(f"{base}/jobs/{job}/vertices/nope/backpressure")
+        assert status == 404 and "no operator with uid 'nope'" in error["errors"][0] and "count" in error["errors"][0]
+        assert call(f"{base}/jobs/{job}/checkpoints/details/999999")[0] == 404
+        assert call(f"{base}/jobs/{job}/checkpoints/details/latest")[0] == 400
+        assert call(f"{base}/jobs/ffffffff00000000")[0] == 404
+
+        # A checkpoint triggered now completes and is listed.
+        status, triggered = call(f"{base}/jobs/{job}/checkpoints", "POST")
+        assert status == 202
+        operation = f"{base}/jobs/{job}/checkpoints/{triggered['request-id']}"
+        wait_for(lambda: call(operation)[1]["status"]["id"] == "COMPLETED", what="the triggered checkpoint")
+        triggered_id = call(operation)[1]["operation"]["checkpointId"]
+        assert any(h["id"] == triggered_id and h["status"] == "COMPLETED"
+                   for h in call(f"{base}/jobs/{job}/checkpoints")[1]["history"])
+
+        # Prometheus' parser reads /metrics: every listed series, labelled by job, operator uid and subtask.
+        status, text = call(f"{base}/metrics")
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        for name in ("chandy_records_in", "chandy_records_out", "chandy_bytes_in", "chandy_bytes_out",
+                     "chandy_backpressure_ratio", "chandy_busy_ratio", "chandy_input_buffer_usage",
+                     "chandy_output_buffer_usage", "chandy_late_records_dropped", "chandy_state_entries",
+                     "chandy_checkpoint_alignment_ms", "chandy_checkpoint_sync_ms", "chandy_checkpoint_async_ms",
+                     "chandy_checkpoints_completed", "chandy_job_restarts"):
+            assert name in families, name
+        ours = [s for s in families["chandy_records_in"].samples if s.labels["job"] == job]
+        assert {(s.labels["uid"], s.labels["subtask"]) for s in ours} == {(u, i) for u in uids for i in "01"}
+
+        # The CLI reads the same API.
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert chandy(["status", url]) == 0
+            assert chandy(["jobs", base]) == 0
+            assert chandy(["trigger-checkpoint", url]) == 0
+        text = out.getvalue()
+        assert "Job 'rest-api'" in text and "RUNNING" in text and "count per key (count, p=2)" in text
+        assert job[:8] in text and "Checkpoint" in text and "completed" in text
+    finally:
+        open(tmp_path / "end", "w").close()
+    result = client.get_job_execution_result()
+    assert final_counts(result.collected(sink)) == {k: N // KEYS for k in range(KEYS)}
+
+    # The final state: exact counts, and every completed checkpoint in the history.
+    status, details = call(f"{base}/jobs/{job}")
+    assert details["state"] == "FINISHED" and details["end-time"] > details["start-time"]
+    vertices = details["vertices"]
+    assert metric(vertices, "numbers", "write-records") == N
+    assert metric(vertices, "count", "read-records") == N and metric(vertices, "count", "write-records") == N
+    assert metric(vertices, "sink", "read-records") == N
+    assert metric(vertices, "count", "state-entries") == KEYS
+    checkpoints = call(f"{base}/jobs/{job}/checkpoints")[1]
+    taken = [c.checkpoint_id for c in result.checkpoints]
+    assert checkpoints["counts"]["completed"] == len(taken)
+    listed = sorted(h["id"] for h in checkpoints["history"] if h["status"] == "COMPLETED")
+    assert listed == taken[-HISTORY_SIZE:], "every completed checkpoint (the newest 100) is in the history"
+
+    # Too late to cancel: 409, and the CLI says so.
+    status, error = call(f"{base}/jobs/{job}", "PATCH")
+    assert status == 409 and "FINISHED" in error["errors"][0]
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors):
+        assert chandy(["cancel", url]) == 2
+    assert "409" in errors.getvalue()
+
+
+def test_exceptions_list_the_users_traceback_and_the_restart_and_cancel_ends_the_job(spark, tmp_path):
+    env = StreamExecutionEnvironment.get_execution_environment(spark)
+    chaos = ChaosMap(plan(str(tmp_path / "chaos"), "raise"), "raise", "raise", after=N // 4)
+    counting_job(env, tmp_path, CollectSink("counts"), chaos=chaos)
+    client = env.execute_async("rest-failures")
+    base, job = client.get_dashboard_url().split("/#/jobs/")
+    wait_for(lambda: call(f"{base}/jobs/{job}")[1]["restarts"] == 1 and completed(base, job) >= 1,
+             what="a restart and a checkpoint after it")
+    answer = call(f"{base}/jobs/{job}/exceptions")[1]
+    (entry,) = answer["exceptionHistory"]["entries"]
+    assert answer["restarts"] == 1 and entry["restarted"] is True and entry["attempt"] == 0
+    assert entry["exceptionName"] == "RuntimeError" and entry["operatorUid"] == "chaos"
+    assert "chaos: injected failure" in entry["stacktrace"]
+    assert "in fire" in entry["stacktrace"], "the user's own traceback, from the executor"
+    assert answer["root-exception"] == entry["stacktrace"]
+
+    status, _ = call(f"{base}/jobs/{job}", "PATCH")
+    assert status == 202
+    with pytest.raises(JobCancelledError):
+        client.get_job_execution_result()
+    assert call(f"{base}/jobs/{job}")[1]["state"] == "CANCELED"
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Chromium is installed by .ci/run (Debian's chromium)")
+def test_the_dashboard_in_chromium_shows_the_graph_and_live_panels_then_the_final_state(spark, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    env = StreamExecutionEnvironment.get_execution_environment(spark)
+    sink = CollectSink("counts")
+    counting_job(env, tmp_path, sink)
+    client = env.execute_async("dashboard")
+    url = client.get_dashboard_url()
+    base, job = url.split("/#/jobs/")
+    problems = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                             env={**os.environ, "HOME": str(tmp_path)})
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1000})
+            page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            try:
+                page.goto(url)
+                page.wait_for_selector("#graph g.node")
+                shown = page.eval_on_selector_all("#graph g.node", "nodes => nodes.map(n => n.dataset.uid)")
+                assert shown == ["numbers", "count", "sink"]
+                assert page.eval_on_selector_all("#graph path.edge", "edges => edges.length") == 2
+                assert "HASH" in page.text_content("#graph")
+
+                # The panels follow the job: new throughput samples and new checkpoints appear.
+                def number(selector, attribute):
+                    return int(page.get_attribute(selector, attribute) or 0)
+
+                wait_for(lambda: number("#throughput-chart", "data-samples") >= 2, what="throughput samples")
+                samples = number("#throughput-chart", "data-samples")
+                rows = page.eval_on_selector_all("#checkpoint-rows tr", "rows => rows.length")
+                wait_for(lambda: number("#throughput-chart", "data-samples") > samples, what="a newer sample")
+                wait_for(lambda: page.eval_on_selector_all("#checkpoint-rows tr", "rows => rows.length") > rows,
+                         what="a newer checkpoint")
+                assert page.text_content("#job-state") == "RUNNING"
+                page.screenshot(path=str(tmp_path / "dashboard-running.png"), full_page=True)
+
+                open(tmp_path / "end", "w").close()
+                client.get_job_execution_result()
+                wait_for(lambda: page.text_content("#job-state") == "FINISHED", what="the final state")
+                # Opened after the end: the final state, with the exact counts.
+                late = browser.new_page(viewport={"width": 1300, "height": 1000})
+                late.on("pageerror", lambda error: problems.append(str(error)))
+                late.goto(url)
+                late.wait_for_selector("#operator-rows tr[data-uid='sink'] td.records-in")
+                wait_for(lambda: late.text_content("#job-state") == "FINISHED", what="the final state, late")
+                assert late.text_content("#operator-rows tr[data-uid='sink'] td.records-in") == "20.0k"
+                late.screenshot(path=str(tmp_path / "dashboard-finished.png"), full_page=True)
+            finally:
+                open(tmp_path / "end", "w").close()
+        finally:
+            browser.close()
+    assert problems == []
+    assert os.path.getsize(tmp_path / "dashboard-running.png") > 10_000

@@ -1,0 +1,83 @@
+"""The driver's web server without a job: port fallback, JSON errors, the files of the dashboard, /metrics and
+the OpenAPI description (the integration tests run it with real jobs)."""
+
+import json
+import logging
+import socket
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from runtime.driver.web.openapi import PATHS
+from runtime.driver.web.server import DashboardServer
+
+
+@pytest.fixture
+def server():
+    server = DashboardServer("127.0.0.1", 0)
+    yield server
+    server.close()
+
+
+def get(url, method="GET"):
+    request = urllib.request.Request(url, method=method, data=b"" if method != "GET" else None)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.headers.get("Content-Type", ""), answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers.get("Content-Type", ""), error.read()
+
+
+def test_a_taken_port_falls_back_to_the_next_free_one_and_says_which(caplog):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with caplog.at_level(logging.WARNING, logger="runtime.driver.web.server"):
+            server = DashboardServer("127.0.0.1", port)
+        try:
+            assert server.port != port and port < server.port < port + 100
+            assert f"Port {port} is taken" in caplog.text and f"port {server.port} instead" in caplog.text
+            assert get(server.url + "/jobs")[0] == 200
+        finally:
+            server.close()
+
+
+def test_unknown_jobs_and_paths_answer_404_with_a_json_error(server):
+    status, kind, body = get(server.url + "/jobs/0123abcd")
+    assert status == 404 and kind.startswith("application/json")
+    assert "No job with id '0123abcd'" in json.loads(body)["errors"][0]
+    status, kind, body = get(server.url + "/no/such/thing")
+    assert status == 404 and kind.startswith("application/json") and "openapi.json" in json.loads(body)["errors"][0]
+    status, _, body = get(server.url + "/jobs/0123abcd", "PATCH")
+    assert status == 404, body
+
+
+def test_the_dashboard_is_served_from_the_package_with_its_chart_library(server):
+    status, kind, page = get(server.url + "/")
+    assert status == 200 and kind.startswith("text/html")
+    for script in (b"/static/vendor/uPlot.iife.min.js", b"/static/dashboard.js"):
+        assert script in page
+        assert get(server.url + script.decode())[0] == 200
+    assert b"https://" not in page, "no CDN: the page works offline"
+
+
+def test_metrics_parse_with_the_prometheus_parser(server):
+    status, kind, text = get(server.url + "/metrics")
+    assert status == 200 and kind.startswith("text/plain")
+    names = {family.name for family in text_string_to_metric_families(text.decode())}
+    assert {"chandy_records_in", "chandy_backpressure_ratio", "chandy_checkpoint_alignment_ms"} <= names
+
+
+def test_openapi_describes_every_route_the_server_answers(server):
+    status, _, body = get(server.url + "/openapi.json")
+    document = json.loads(body)
+    assert status == 200 and document["openapi"].startswith("3.")
+    served = set()
+    for resource in server._runner.app.router.resources():
+        path = resource.canonical
+        if path not in ("/", "/static"):
+            served.add(path)
+    assert served == set(PATHS)
