@@ -68,6 +68,17 @@ def paired_overhead(plain: list[dict], checkpointed: list[dict]) -> float | None
     return round(statistics.median(ratios), 4) if ratios else None
 
 
+def write_report(out: str, name: str, quick: bool, report: dict) -> str:
+    """Write ``report`` as ``<out>/<name>-[quick-]<local time>.json``, say where, and return the path."""
+    os.makedirs(out, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    path = os.path.join(out, f"{name}-{'quick-' if quick else ''}{stamp}.json")
+    with open(path, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"written: {path}")
+    return path
+
+
 def ratio(rate: float | None, baseline: float | None) -> float | None:
     """``rate / baseline``, or None when either side measured nothing.
 
@@ -308,12 +319,7 @@ def main(argv=None) -> int:
     report["checkpoint_overhead"] = overhead
     report["unaligned_overhead"] = unaligned_overhead
     report["columnar_checkpoint_overhead"] = columnar_overhead
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"throughput-{'quick-' if args.quick else ''}"
-                                  f"{datetime.datetime.now().strftime('%Y%m%dT%H%M%S')}.json")
-    with open(path, "w") as f:
-        json.dump(report, f, indent=2)
-    print(f"written: {path}")
+    write_report(args.out, "throughput", args.quick, report)
     return 0 if all(results_ok(rows) for rows in (report["results"], report["windows"]["results"],
                                                   report["batch"]["results"])) else 1
 

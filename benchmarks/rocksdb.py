@@ -184,7 +184,7 @@ def main(argv=None) -> int:
     parser.add_argument("--large", action="store_true", help="also 10 GB of state on RocksDB (several minutes)")
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import median_run, ratio, start_spark, steadiness_verdict
+    from benchmarks.__main__ import median_run, ratio, start_spark, steadiness_verdict, write_report
     from benchmarks.checkpoint_dip import run_checkpoint_dip
     from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.recovery import run_recovery
@@ -278,12 +278,7 @@ def main(argv=None) -> int:
         text = ", ".join("n/a" if v is None else f"{v:.2f}x" for v in versus)
         print(f"{row['variant']:52} {row['records_per_s'] or 0:>12,}/s  (vs SSS JVM, vs SSS Python state on "
               f"RocksDB: {text}) exact={row['exact']}")
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"rocksdb-{'quick-' if args.quick else ''}"
-                                  f"{datetime.datetime.now().strftime('%Y%m%dT%H%M%S')}.json")
-    with open(path, "w") as f:
-        json.dump(report, f, indent=2)
-    print(f"written: {path}")
+    write_report(args.out, "rocksdb", args.quick, report)
     return 0 if all(row["exact"] for row in report["results"][:3]) else 1
 
 

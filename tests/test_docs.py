@@ -35,6 +35,7 @@ NO_EXAMPLES = {
     "benchmarks.spark_baseline": BENCHMARK,
     "benchmarks.throughput": BENCHMARK,
     "benchmarks.rocksdb": BENCHMARK,
+    "benchmarks.metrics_overhead": BENCHMARK,
     "benchmarks.snapshot": "benchmark: measures snapshot timings, which vary from run to run",
     "benchmarks.sinks": "benchmark-only sink, checked by the benchmark runs themselves",
     "operators": "re-exports only: each name's own docstring has an example (test_public_api_has_examples)",
@@ -170,6 +171,10 @@ NOT_RUN_HERE = {
                                                "on local[2]",
     "chandy savepoint ": "needs a running job: test_savepoints runs it against one",
     "chandy stop ": "needs a running job: test_savepoints runs it against one",
+    "chandy jobs ": "needs a running driver: test_dashboard runs it against one",
+    "chandy status ": "needs a running job: test_dashboard runs it against one",
+    "chandy trigger-checkpoint ": "needs a running job: test_dashboard runs it against one",
+    "chandy cancel ": "needs a running job: test_dashboard runs it against one",
 }
 
 

@@ -279,8 +279,9 @@ class CheckpointCoordinator:
             waits = [self.config.interval_ms - (now - (self.last_trigger_ms or now))]
             for pending in self.pending.values():
                 waits.append(self.config.timeout_ms - (now - pending.triggered_ms))
-            if (self.savepoint_requests and not self.pending) or (self.stop_request and not self.stop_sent):
-                waits.append(50.0)  # the rendezvous is near: look again soon
+            if (self.savepoint_requests and not self.pending) or (self.stop_request and not self.stop_sent) \
+                    or self.manual_requests:
+                waits.append(50.0)  # the rendezvous is near, or the slots are still registering: look again soon
             return max(0.001, min(waits) / 1000.0)
 
     def handle(self, message: CheckpointMessage | None) -> tuple[Attempt | None, JobFailedError | None]:
@@ -362,9 +363,10 @@ class CheckpointCoordinator:
         self.final_acks[subtask] = final
         failure = None
         for pending in list(self.pending.values()):  # it ended without the barrier: everything it did is before
-            if subtask not in pending.acks and pending.acknowledge(final) is AckResult.SUCCESS \
-                    and pending.is_complete:
-                failure = self._commit(pending) or failure
+            if subtask not in pending.acks and pending.acknowledge(final) is AckResult.SUCCESS:
+                self._note_final_ack(pending.checkpoint_id, final)
+                if pending.is_complete:
+                    failure = self._commit(pending) or failure
         if self.finished_subtasks >= self.subtasks:
             # Every subtask finished: the job's final checkpoint, made of their final states, is what commits the
             # transactions their sinks pre-committed at the end of input (they wait for it before exiting).
@@ -380,15 +382,21 @@ class CheckpointCoordinator:
         self.history.triggered(checkpoint_id, savepoint)
         for final in self.final_acks.values():
             pending.acknowledge(final)
-            self.history.acknowledged(checkpoint_id, chain=final.subtask.chain, subtask=final.subtask.subtask,
-                                      sync_ms=0.0, async_ms=0.0, alignment_ms=0.0, start_delay_ms=0.0, bytes=0,
-                                      persisted_bytes=0, unaligned=False)
+            self._note_final_ack(checkpoint_id, final)
         return pending
+
+    def _note_final_ack(self, checkpoint_id: CheckpointId, final: SubtaskAck) -> None:
+        """A finished subtask's final state stands in for its part of ``checkpoint_id`` (it wrote nothing new)."""
+        self.history.acknowledged(checkpoint_id, chain=final.subtask.chain, subtask=final.subtask.subtask,
+                                  sync_ms=0.0, async_ms=0.0, alignment_ms=0.0, start_delay_ms=0.0, bytes=0,
+                                  persisted_bytes=0, unaligned=False)
 
     def _commit_final_checkpoint(self, now: float) -> JobFailedError | None:
         self.last_trigger_ms = now
         pending = self._new_pending(now)
         checkpoint_id = pending.checkpoint_id
+        if self.manual_requests:  # asked for now: the final checkpoint answers them
+            self.manual_waiting[checkpoint_id], self.manual_requests = self.manual_requests, []
         log.debug("final checkpoint %d of job '%s'", checkpoint_id, self.graph.job_name)
         stop = self.stop_request
         if stop is not None and stop.url is None:  # the stop's savepoint first: the job ends once it commits
@@ -398,7 +406,10 @@ class CheckpointCoordinator:
                 stop.url = target.url
             except Exception as exc:
                 del self.pending[checkpoint_id]
-                return self._fail(checkpoint_id, f"writing the savepoint failed: {type(exc).__name__}: {exc}")
+                reason = f"writing the savepoint failed: {type(exc).__name__}: {exc}"
+                self.history.failed(checkpoint_id, reason)
+                self._resolve_manual(checkpoint_id, reason)
+                return self._fail(checkpoint_id, reason)
         failure = self._commit(pending)
         if failure is None and checkpoint_id in self.completed_ids:
             self.final_checkpoint_due = False

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import pickle
 import queue
+import re
 import threading
 import time
 import uuid
@@ -282,9 +283,9 @@ class JobMaster:
                 self._close_job_control()
             self.metrics.end()
             self.ended_ms = int(time.time() * 1000)
-            self._done.set()
-            if self.progress is not None:
+            if self.progress is not None:  # its last line before execute() returns and the program prints
                 self.progress.close()
+            self._done.set()
 
     def _close_job_control(self) -> None:
         try:
@@ -478,7 +479,8 @@ class JobMaster:
         """For ``/jobs/<id>/exceptions``: what failed the attempt, with the user's own traceback."""
         trace = error.user_traceback or ""
         last = trace.strip().splitlines()[-1] if trace.strip() else ""
-        name = last.split(":", 1)[0] if ":" in last else type(error).__name__
+        named = re.match(r"([A-Za-z_][\w.]*)(?::|$)", last)  # "ValueError: ...", or "ValueError" alone
+        name = named.group(1) if named else type(error).__name__
         self.exceptions.append({"timestamp": int(time.time() * 1000), "attempt": int(self.attempt),
                                 "exceptionName": name, "message": error.message,
                                 "stacktrace": trace or str(error), "taskName": error.operator_name,

@@ -116,9 +116,6 @@ class BarrierStage:
         sc = self.spark.sparkContext
         try:
             sc.setJobGroup(self.group_id, self.description, interruptOnCancel=True)
-            # The stage's name in Spark's UI (else "collect at launcher.py"): the Chandy job and its attempt.
-            sc.setLocalProperty("callSite.short", self.description.split(": http", 1)[0])
-            sc.setLocalProperty("callSite.long", self.description)
             rdd = sc.parallelize(range(self.slots), self.slots)
             results = rdd.barrier().mapPartitions(self.task_function).collect()
             self.events.put(StageCompleted(self.attempt, results))

@@ -128,6 +128,7 @@ class JobMetrics:
         self._last_sample_s = 0.0
         self.reports = 0
         self.ended = False
+        self._aggregated: list[OperatorMetrics] | None = None  # until the next report: readers share one
 
     # -- feeding ---------------------------------------------------------------------------------------
 
@@ -136,6 +137,7 @@ class JobMetrics:
         with self._lock:
             self.attempt = attempt
             self._subtasks = {}
+            self._aggregated = None
 
     def end(self) -> None:
         """The job ended: nothing flows any more (the totals stay; rates and ratios are zero)."""
@@ -155,6 +157,8 @@ class JobMetrics:
             for metrics in report.subtasks:
                 key = (metrics.chain, metrics.subtask)
                 previous = self._subtasks.get(key)
+                if previous is not None and report.clock_s < previous.clock_s:
+                    continue  # overtaken by a newer report (the final one): counts never go back
                 view = SubtaskView(metrics, report.clock_s)
                 if previous is not None and report.clock_s > previous.clock_s:
                     elapsed = report.clock_s - previous.clock_s
@@ -173,18 +177,22 @@ class JobMetrics:
             self._sample(self.clock())
 
     def _sample(self, now_s: float, force: bool = False) -> None:
+        self._aggregated = None  # a report changed the views
         if not force and now_s - self._last_sample_s < 0.95:
             return
         self._last_sample_s = now_s
+        self._aggregated = self._aggregate()
         self.history.append((int(now_s * 1000), {op.uid: (round(op.rate_in, 1), round(op.rate_out, 1),
                                                           round(op.backpressure_ratio, 3))
-                                                 for op in self._aggregate()}))
+                                                 for op in self._aggregated}))
 
     # -- reading ---------------------------------------------------------------------------------------
 
     def operators(self) -> list[OperatorMetrics]:
         with self._lock:
-            return self._aggregate()
+            if self._aggregated is None:
+                self._aggregated = self._aggregate()
+            return self._aggregated
 
     def operator(self, uid: str) -> OperatorMetrics | None:
         return next((op for op in self.operators() if op.uid == uid), None)
@@ -248,6 +256,10 @@ class JobMetrics:
                     "read-bytes": _bytes_in(m) if i == 0 else 0, "write-bytes": _bytes_out(m) if i == last else 0,
                     "input-buffer-usage": m.input_usage if i == 0 else 0.0,
                     "output-buffer-usage": m.output_usage if i == last else 0.0,
+                    "input-channels": [{"edge": e, "producer": p, "records": r, "bytes": b}
+                                       for e, p, r, b in m.inputs] if i == 0 else [],
+                    "output-channels": [{"edge": e, "consumer": c, "records": r, "bytes": b, "backpressured-s": w}
+                                        for e, c, r, b, w in m.outputs] if i == last else [],
                     "late-records-dropped": late, "state-entries": state[0] if state else 0,
                     "state-bytes": state[1] if state else None,
                     "current-input-watermark": _shown(m.watermark)})

@@ -7,7 +7,8 @@ behind is still true a moment later. Nothing here runs per record: the subtasks 
 only when a wait happens. The driver turns two reports into rates (:mod:`runtime.driver.metrics`).
 
 >>> from types import SimpleNamespace as Fake
->>> source = Fake(gate=None, writer=None, source_idle_s=0.25, output_wait_s=0.0, records=[0, 10, 10],
+>>> source = Fake(gate=None, writer=None, source_idle_s=0.25, output_wait_s=0.0, output_wait_since=0.0,
+...               records=[0, 10, 10],
 ...               chain=Fake(index=0), slot=Fake(slot=1), status=Fake(name="RUNNING"), watermark=None,
 ...               operators=[object(), object()], backends=[None, None])
 >>> metrics = subtask_metrics(source)
@@ -45,7 +46,8 @@ def subtask_metrics(runner: "SubtaskRunner") -> SubtaskMetrics:
                        for i, (edge_id, producer) in enumerate(gate.channels))
     outputs = []
     output_usage = 0.0
-    backpressured_s = runner.output_wait_s
+    since = runner.output_wait_since  # a wait going on counts already: a long stall shows while it lasts
+    backpressured_s = runner.output_wait_s + (time.monotonic() - since if since else 0.0)
     if writer is not None:
         for edge_writer in writer.edges:
             for target, channel in zip(edge_writer.targets, edge_writer.channels):

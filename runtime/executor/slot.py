@@ -89,6 +89,7 @@ class SlotRunner:
         self.control: MessageSocket | None = None
         self.server: DataServer | None = None
         self._finished = 0
+        self._reporter: threading.Thread | None = None  # sends the metrics every interval
 
     # -- building -------------------------------------------------------------------------------------
 
@@ -227,6 +228,18 @@ class SlotRunner:
             except OSError:  # the control connection is gone: its listener cancels the slot
                 return
 
+    def _send_final_metrics(self) -> None:
+        """The final counts (what the job processed, exactly), after any periodic report: none overtakes it."""
+        if self._reporter is None:
+            return
+        self._reporter.join(JOIN_TIMEOUT_S)
+        try:
+            report = metrics_report(self)
+        except Exception:  # the slot finished its work: a bug in a report must not fail it now
+            log.exception("the final metrics of slot %d could not be gathered", self.slot)
+            return
+        self.control.send(report)
+
     def _report_metrics(self) -> None:
         """Send the subtasks' counters every metrics interval until the slot stops."""
         interval = self.graph.metrics_interval_ms / 1000.0
@@ -334,7 +347,8 @@ class SlotRunner:
                 threads.append(thread)
                 thread.start()
             if self.graph.metrics_interval_ms > 0:
-                threading.Thread(target=self._report_metrics, name="chandy-metrics", daemon=True).start()
+                self._reporter = threading.Thread(target=self._report_metrics, name="chandy-metrics", daemon=True)
+                self._reporter.start()
             with self._done:
                 while self._finished < len(threads) and self._failure is None and not self.stopped.is_set():
                     self._done.wait()
@@ -353,8 +367,7 @@ class SlotRunner:
         if self.snapshotter is not None:
             self.snapshotter.close(JOIN_TIMEOUT_S)  # let acks of checkpoints taken before the end go out
         self.stopped.set()
-        if self.graph.metrics_interval_ms > 0:  # the final counts: what the job processed, exactly
-            self.control.send(metrics_report(self))
+        self._send_final_metrics()
         self.control.send(SlotFinished(self.attempt, self.slot))
         self._teardown(threads, listener)
         return results

@@ -132,8 +132,10 @@ class SubtaskRunner:
         # and, last, out of the chain; seconds a source's polls found nothing, seconds spent waiting for room
         # in the outputs (unaligned checkpoints), and the newest watermark the chain saw.
         self.records = [0] * (len(self.operators) + 1)
+        self._counts = self.records if slot.graph.metrics_interval_ms > 0 else None  # metrics off: not counted
         self.source_idle_s = 0.0
         self.output_wait_s = 0.0
+        self.output_wait_since = 0.0  # monotonic start of a wait for output going on (0: none)
         self.watermark: int | None = None
 
     def _call(self, index: int, method: str, *args):
@@ -147,7 +149,8 @@ class SubtaskRunner:
 
     def _push_second(self, records: list) -> None:
         """Records of the second input of a two-input head operator (``connect``)."""
-        self.records[0] += count_records(records)
+        if self._counts is not None:
+            self._counts[0] += count_records(records)
         try:
             records = self.operators[0].process_batch2(records)
         except Cancelled:
@@ -158,9 +161,10 @@ class SubtaskRunner:
             self._push(records, 1)
 
     def _push(self, records: list, start: int) -> None:
-        operators, counts = self.operators, self.records
+        operators, counts = self.operators, self._counts
         for i in range(start, len(operators)):
-            counts[i] += count_records(records)
+            if counts is not None:
+                counts[i] += count_records(records)
             try:
                 records = operators[i].process_batch(records)
             except Cancelled:
@@ -169,7 +173,8 @@ class SubtaskRunner:
                 raise OperatorError(self.chain.operators[i], exc) from exc
             if not records:
                 return
-        counts[-1] += count_records(records)
+        if counts is not None:
+            counts[-1] += count_records(records)
         self.writer.emit(records)
 
     def run(self) -> None:
@@ -530,11 +535,12 @@ class SubtaskRunner:
         """Wait until every output channel can take a batch, taking meanwhile what must not wait behind
         backpressure: barriers that overtook the input, checkpoint triggers (a source), the aligned timeout."""
         writer, gate, stopped = self.writer, self.gate, self.slot.stopped
-        started = time.monotonic()
+        self.output_wait_since = started = time.monotonic()
         try:
             self._await_output_until_available(writer, gate, stopped)
         finally:
             self.output_wait_s += time.monotonic() - started
+            self.output_wait_since = 0.0
 
     def _await_output_until_available(self, writer: RecordWriter, gate: InputGate | None, stopped) -> None:
         while not writer.available():

@@ -167,7 +167,8 @@ class InputGate:
         # producer waited for room in a full queue (the producer's thread).
         self.records_in = [0] * len(self.channels)
         self.bytes_in = [0] * len(self.channels)
-        self.put_blocked_s = [0.0] * len(self.channels)
+        self._put_blocked_s = [0.0] * len(self.channels)
+        self._put_blocked_since = [0.0] * len(self.channels)  # monotonic start of a wait going on (0: none)
         self.idle_s = 0.0
 
     def __len__(self) -> int:
@@ -179,10 +180,11 @@ class InputGate:
         queue = self._queues[index]
         with self._cond:
             if block and len(queue) >= self._capacity and not self._closed:
-                started = time.monotonic()
+                self._put_blocked_since[index] = started = time.monotonic()
                 while len(queue) >= self._capacity and not self._closed:
                     self._cond.wait()
-                self.put_blocked_s[index] += time.monotonic() - started
+                self._put_blocked_s[index] += time.monotonic() - started
+                self._put_blocked_since[index] = 0.0
             if self._closed:
                 raise Cancelled()
             recorder = self._recorder
@@ -244,6 +246,11 @@ class InputGate:
     def stop_recording(self) -> None:
         with self._cond:
             self._recorder = None
+
+    def put_blocked_s(self, index: int) -> float:
+        """Seconds a producer waited for room in channel ``index``'s queue, a wait going on included."""
+        since = self._put_blocked_since[index]
+        return self._put_blocked_s[index] + (time.monotonic() - since if since else 0.0)
 
     def usage(self, index: int | None = None) -> float:
         """How full channel ``index``'s queue is, or all of them together (0..1; a read without the lock)."""
@@ -362,7 +369,7 @@ class LocalChannel:
 
     @property
     def blocked_s(self) -> float:
-        return self.gate.put_blocked_s[self.index]
+        return self.gate.put_blocked_s(self.index)
 
     @property
     def usage(self) -> float:
@@ -407,7 +414,8 @@ class RemoteChannel:
         self._credits = CREDITS  # below zero after an overdraft
         self.records_sent = 0
         self.bytes_sent = 0
-        self.blocked_s = 0.0  # waiting for the consumer's credits
+        self._blocked_s = 0.0  # waiting for the consumer's credits
+        self._blocked_since = 0.0  # monotonic start of a wait going on (0: none)
         self.batch_limit: int | None = None  # records per batch, as the consumer's last credit said
         self.overdraft = False  # unaligned checkpoints: send without waiting for credits (see LocalChannel)
         self._poller = None
@@ -430,10 +438,13 @@ class RemoteChannel:
             if self.overdraft:
                 self._read_credits(block=False)
             if self._credits <= 0 and not self.overdraft:  # wait until the consumer takes a batch
-                started = time.monotonic()
-                while self._credits <= 0:
-                    self._read_credits(block=True)
-                self.blocked_s += time.monotonic() - started
+                self._blocked_since = started = time.monotonic()
+                try:
+                    while self._credits <= 0:
+                        self._read_credits(block=True)
+                finally:
+                    self._blocked_s += time.monotonic() - started
+                    self._blocked_since = 0.0
         self._credits -= 1
 
     def available(self) -> bool:
@@ -443,6 +454,12 @@ class RemoteChannel:
             except OSError as exc:
                 raise ConnectionError(f"data connection to subtask {self.consumer} broke: {exc}") from exc
         return self._credits > 0
+
+    @property
+    def blocked_s(self) -> float:
+        """Seconds spent waiting for the consumer's credits, a wait going on included."""
+        since = self._blocked_since
+        return self._blocked_s + (time.monotonic() - since if since else 0.0)
 
     @property
     def usage(self) -> float:
@@ -463,7 +480,7 @@ class RemoteChannel:
             self._take_credit()
             self.writer.write_batch(batch)
             self.file.flush()
-            self.records_sent += batch.num_rows
+            self.records_sent += count_records(records)
             self.bytes_sent += batch.nbytes
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise ConnectionError(f"data connection to subtask {self.consumer} broke: {exc}") from exc

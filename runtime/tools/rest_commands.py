@@ -43,7 +43,9 @@ def parse_url(url: str) -> tuple[str, str | None]:
 
 
 def _call(base: str, path: str, method: str = "GET") -> dict:
-    request = urllib.request.Request(base + path, method=method, data=b"" if method in ("POST", "PATCH") else None)
+    action = method in ("POST", "PATCH")
+    request = urllib.request.Request(base + path, method=method, data=b"{}" if action else None,
+                                     headers={"Content-Type": "application/json"} if action else {})
     try:
         with urllib.request.urlopen(request, timeout=30) as answer:
             return json.loads(answer.read() or b"{}")

@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import threading
 import urllib.error
 import urllib.request
 
@@ -58,6 +59,18 @@ def counting_job(env, tmp_path, sink, chaos=None):
         .sink_to(sink).uid("sink")
 
 
+def poll_until(stop, url, failures):
+    """Ask ``url`` again and again (20 times a second) until ``stop``; answers other than 200 go to ``failures``."""
+    while not stop.wait(0.05):
+        try:
+            status, answer = call(url)
+        except OSError as error:  # the server stopped answering
+            failures.append((url, repr(error)))
+            return
+        if status != 200:
+            failures.append((url, status, answer))
+
+
 def completed(base, job):
     return call(f"{base}/jobs/{job}/checkpoints")[1]["counts"]["completed"]
 
@@ -74,6 +87,12 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
     url = client.get_dashboard_url()
     assert url and "/#/jobs/" in url
     base, job = url.split("/#/jobs/")
+    # Clients that never stop asking, all along: the job's result stays exact, whatever they do.
+    stop_polling, failures = threading.Event(), []
+    pollers = [threading.Thread(target=poll_until, args=(stop_polling, f"{base}{path}", failures), daemon=True)
+               for path in ("/metrics", f"/jobs/{job}", f"/jobs/{job}/checkpoints", "/jobs/overview")]
+    for poller in pollers:
+        poller.start()
     try:
         wait_for(lambda: completed(base, job) >= 3, what="three completed checkpoints")
         # Slots report every second: wait for a report that saw records cross the keyed edge.
@@ -116,6 +135,10 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
         assert status == 200 and [s["subtask"] for s in pressure["subtasks"]] == [0, 1]
         status, vertex = call(f"{base}/jobs/{job}/vertices/count")
         assert status == 200 and len(vertex["subtasks"]) == 2
+        channels = [c for s in vertex["subtasks"] for c in s["input-channels"]]
+        assert sorted(c["producer"] for c in channels) == [0, 0, 1, 1], "each subtask hears both producers"
+        assert sum(c["bytes"] for c in channels) > 0, "one of each subtask's producers is in another slot"
+        assert {s["subtask"]: len(s["output-channels"]) for s in vertex["subtasks"]} == {0: 0, 1: 0}
         assert call(f"{base}/jobs/{job}/exceptions")[1]["exceptionHistory"]["entries"] == []
 
         # Bad input: an unknown vertex or checkpoint, and a job id that is no job.
@@ -133,6 +156,16 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
         triggered_id = call(operation)[1]["operation"]["checkpointId"]
         assert any(h["id"] == triggered_id and h["status"] == "COMPLETED"
                    for h in call(f"{base}/jobs/{job}/checkpoints")[1]["history"])
+
+        # A savepoint by REST: its location once written.
+        status, triggered = call(f"{base}/jobs/{job}/savepoints", "POST",
+                                 {"target-directory": str(tmp_path / "savepoints")})
+        assert status == 202
+        operation = f"{base}/jobs/{job}/savepoints/{triggered['request-id']}"
+        wait_for(lambda: call(operation)[1]["status"]["id"] == "COMPLETED", what="the savepoint")
+        location = call(operation)[1]["operation"]["location"]
+        assert location.removeprefix("file://").startswith(str(tmp_path / "savepoints"))
+        assert os.path.exists(os.path.join(location.removeprefix("file://"), "_metadata"))
 
         # Prometheus' parser reads /metrics: every listed series, labelled by job, operator uid and subtask.
         status, text = call(f"{base}/metrics")
@@ -158,7 +191,17 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
     finally:
         open(tmp_path / "end", "w").close()
     result = client.get_job_execution_result()
+    stop_polling.set()
+    for poller in pollers:
+        poller.join(60)
+    assert failures == []
     assert final_counts(result.collected(sink)) == {k: N // KEYS for k in range(KEYS)}
+
+    # In Spark's UI, the barrier stage's job is in a group named after the job and attempt, and its description
+    # names the job, the attempt and the dashboard.
+    (spark_job,) = spark.sparkContext.statusTracker().getJobIdsForGroup(f"chandy-{job}-0")
+    description = spark.sparkContext._jsc.sc().statusStore().job(spark_job).description().get()
+    assert description == f"Chandy job 'rest-api' ({job[:8]}) attempt 0: {url}"
 
     # The final state: exact counts, and every completed checkpoint in the history.
     status, details = call(f"{base}/jobs/{job}")
@@ -170,9 +213,16 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
     assert metric(vertices, "count", "state-entries") == KEYS
     checkpoints = call(f"{base}/jobs/{job}/checkpoints")[1]
     taken = [c.checkpoint_id for c in result.checkpoints]
-    assert checkpoints["counts"]["completed"] == len(taken)
-    listed = sorted(h["id"] for h in checkpoints["history"] if h["status"] == "COMPLETED")
+    assert checkpoints["counts"]["completed"] == len(taken) + 1, "the checkpoints and the savepoint (Flink's count)"
+    completed_history = [h for h in checkpoints["history"] if h["status"] == "COMPLETED"]
+    listed = sorted(h["id"] for h in completed_history if not h["is_savepoint"])
     assert listed == taken[-HISTORY_SIZE:], "every completed checkpoint (the newest 100) is in the history"
+    assert [h["is_savepoint"] for h in completed_history].count(True) == 1
+    # What left the numbers' subtasks over their channels is what the counting subtasks took from theirs.
+    count_subtasks = call(f"{base}/jobs/{job}/vertices/count")[1]["subtasks"]
+    numbers_subtasks = call(f"{base}/jobs/{job}/vertices/numbers")[1]["subtasks"]
+    assert sum(c["records"] for s in numbers_subtasks for c in s["output-channels"]) == N
+    assert sum(c["records"] for s in count_subtasks for c in s["input-channels"]) == N
 
     # Too late to cancel: 409, and the CLI says so.
     status, error = call(f"{base}/jobs/{job}", "PATCH")
@@ -189,8 +239,15 @@ def test_exceptions_list_the_users_traceback_and_the_restart_and_cancel_ends_the
     counting_job(env, tmp_path, CollectSink("counts"), chaos=chaos)
     client = env.execute_async("rest-failures")
     base, job = client.get_dashboard_url().split("/#/jobs/")
-    wait_for(lambda: call(f"{base}/jobs/{job}")[1]["restarts"] == 1 and completed(base, job) >= 1,
-             what="a restart and a checkpoint after it")
+    wait_for(lambda: call(f"{base}/jobs/{job}/exceptions")[1]["exceptionHistory"]["entries"], what="the failure")
+    answer = call(f"{base}/jobs/{job}/exceptions")[1]
+    (entry,) = answer["exceptionHistory"]["entries"]
+
+    def checkpointed_after_the_restart():
+        latest = call(f"{base}/jobs/{job}/checkpoints")[1]["latest"]["completed"]
+        return latest is not None and latest["trigger_timestamp"] > entry["timestamp"]
+
+    wait_for(checkpointed_after_the_restart, what="a checkpoint of the restarted attempt")
     answer = call(f"{base}/jobs/{job}/exceptions")[1]
     (entry,) = answer["exceptionHistory"]["entries"]
     assert answer["restarts"] == 1 and entry["restarted"] is True and entry["attempt"] == 0
@@ -236,12 +293,14 @@ def test_the_dashboard_in_chromium_shows_the_graph_and_live_panels_then_the_fina
                 def number(selector, attribute):
                     return int(page.get_attribute(selector, attribute) or 0)
 
+                def newest_checkpoint():
+                    return int(page.get_attribute("#checkpoint-rows tr", "data-id") or 0)
+
                 wait_for(lambda: number("#throughput-chart", "data-samples") >= 2, what="throughput samples")
                 samples = number("#throughput-chart", "data-samples")
-                rows = page.eval_on_selector_all("#checkpoint-rows tr", "rows => rows.length")
+                newest = newest_checkpoint()
                 wait_for(lambda: number("#throughput-chart", "data-samples") > samples, what="a newer sample")
-                wait_for(lambda: page.eval_on_selector_all("#checkpoint-rows tr", "rows => rows.length") > rows,
-                         what="a newer checkpoint")
+                wait_for(lambda: newest_checkpoint() > newest, what="a newer checkpoint")
                 assert page.text_content("#job-state") == "RUNNING"
                 page.screenshot(path=str(tmp_path / "dashboard-running.png"), full_page=True)
 

@@ -107,3 +107,61 @@ def test_ctrl_c_cancels_prints_how_to_resume_and_the_command_resumes_exactly(tmp
     assert re.search(rf"chandy INFO Job 'ctrl-c' attempt 0 restores checkpoint {checkpoint_id} of \S+ \(taken "
                      r"[\d-]+ [\d:]+ at parallelism 1; now 1\)", text), text[-3000:]
     assert re.search(r"chandy INFO Job 'ctrl-c' finished in [\d.]+ s: \d+ checkpoints, 0 restarts", text), text[-3000:]
+
+
+PROGRESS_JOB = textwrap.dedent("""
+    import sys
+    from pyspark.sql import SparkSession
+    from operators import DiscardingSink, SequenceSource
+    from runtime import StreamExecutionEnvironment
+
+    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    env = StreamExecutionEnvironment.get_execution_environment(spark).enable_checkpointing(300)
+    env.get_checkpoint_config().set_checkpoint_storage(sys.argv[1])
+    # About 4 s of input: the status line is redrawn every second meanwhile.
+    env.from_source(SequenceSource(0, 1999, records_per_second=500), "numbers").uid("numbers") \\
+        .sink_to(DiscardingSink()).uid("sink")
+    env.execute("progress")
+""")
+
+
+def test_a_terminal_shows_a_live_status_line_and_one_info_line_per_checkpoint(tmp_path):
+    import pty
+    import select
+
+    (tmp_path / "job.py").write_text(PROGRESS_JOB)
+    controller, terminal = pty.openpty()
+    environment = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=ROOT)
+    environment.pop("PYSPARK_GATEWAY_PORT", None)
+    process = subprocess.Popen([sys.executable, "job.py", str(tmp_path / "ck")], cwd=tmp_path, env=environment,
+                               stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal, start_new_session=True)
+    os.close(terminal)
+    shown = b""
+    try:
+        while True:  # read until the program closed the terminal (EIO) or it ended and nothing is left
+            ready, _, _ = select.select([controller], [], [], 1.0)
+            if ready:
+                try:
+                    chunk = os.read(controller, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            elif process.poll() is not None:
+                break
+        assert process.wait(timeout=300) == 0, shown.decode(errors="replace")[-3000:]
+    finally:
+        os.close(controller)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    text = shown.decode(errors="replace")
+    lines = re.findall(r"\r\x1b\[Kprogress (?:RUNNING|FINISHED) \d+:\d\d:\d\d \| in [\d.]+k?/s out [\d.]+k?/s"
+                       r"(?: \| checkpoint \d+: \d+ ms, [\d.]+ \w?i?B)? \| restarts 0", text)
+    assert len(lines) >= 2, text[-3000:]
+    assert re.search(r"\r\x1b\[Kprogress FINISHED [^\r\n]*\r?\n", text), "the final line stays: " + text[-2000:]
+    checkpoint_line = (r"chandy INFO Checkpoint \d+ of job 'progress' complete in \d+ ms: [\d.]+ \w?i?B stored "
+                       r"\(sync [\d.]+ ms, async \d+ ms, alignment [\d.]+ ms, start delay [\d.]+ ms\)")
+    assert re.search(checkpoint_line, text), text[-3000:]
+    assert re.search(r"chandy INFO Job 'progress' \(\w+\) starting: .*; dashboard http://[\w.]+:\d+/#/jobs/\w+",
+                     text), text[-3000:]

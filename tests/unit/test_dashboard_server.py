@@ -21,8 +21,10 @@ def server():
     server.close()
 
 
-def get(url, method="GET"):
-    request = urllib.request.Request(url, method=method, data=b"" if method != "GET" else None)
+def get(url, method="GET", content_type="application/json"):
+    action = method != "GET"
+    request = urllib.request.Request(url, method=method, data=b"{}" if action else None,
+                                     headers={"Content-Type": content_type} if action else {})
     try:
         with urllib.request.urlopen(request, timeout=30) as answer:
             return answer.status, answer.headers.get("Content-Type", ""), answer.read()
@@ -55,6 +57,11 @@ def test_unknown_jobs_and_paths_answer_404_with_a_json_error(server):
     assert status == 404, body
 
 
+def test_actions_need_a_json_content_type_that_another_sites_page_cannot_send_unasked(server):
+    status, _, body = get(server.url + "/jobs/0123abcd/stop", "POST", content_type="text/plain")
+    assert status == 415 and "Content-Type: application/json" in json.loads(body)["errors"][0]
+
+
 def test_the_dashboard_is_served_from_the_package_with_its_chart_library(server):
     status, kind, page = get(server.url + "/")
     assert status == 200 and kind.startswith("text/html")
@@ -81,3 +88,69 @@ def test_openapi_describes_every_route_the_server_answers(server):
         if path not in ("/", "/static"):
             served.add(path)
     assert served == set(PATHS)
+
+
+class _Conf:
+    def __init__(self, values):
+        self.values = values
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+
+class _Spark:
+    def __init__(self, **values):
+        self.conf = _Conf(values)
+
+
+class _Stdout:
+    def __init__(self, tty):
+        self.tty = tty
+
+    def isatty(self):
+        return self.tty
+
+
+@pytest.mark.parametrize("tty, conf, wanted", [(True, {}, True), (False, {}, False),
+                                               (True, {"spark.chandy.progress": "false"}, False)])
+def test_the_status_line_shows_only_on_a_terminal_and_not_when_turned_off(monkeypatch, tty, conf, wanted):
+    from runtime.datastream import stream_execution_environment as module
+
+    monkeypatch.setattr(module.sys, "stdout", _Stdout(tty))
+    assert module._progress_wanted(_Spark(**conf)) is wanted
+
+
+def test_the_status_line_is_cleared_before_a_log_line_and_stays_at_the_end():
+    import io
+
+    from runtime.driver.progress import ProgressLine, active_line
+    from runtime.driver.terminal import _ClearingHandler
+
+    class Job:
+        job_name, restarts, started_ms, coordinator = "demo", 0, None, None
+        status = type("Status", (), {"name": "RUNNING"})()
+
+        class metrics:
+            @staticmethod
+            def operators():
+                return []
+
+            @staticmethod
+            def throughput():
+                return 10.0, 9.0
+
+    stream = io.StringIO()
+    line = ProgressLine(Job(), stream, interval=3600)
+    line.start()
+    try:
+        assert active_line() is line
+        line.draw("demo RUNNING")
+        log_stream = io.StringIO()
+        _ClearingHandler(log_stream).emit(logging.makeLogRecord({"msg": "a log line", "levelno": logging.INFO}))
+        assert log_stream.getvalue() == "a log line\n"
+        line.clear()  # cleared by the log line already: nothing to clear the second time
+    finally:
+        line.close()
+    assert active_line() is None
+    assert stream.getvalue() == ("\r\x1b[Kdemo RUNNING" "\r\x1b[K"
+                                 "\r\x1b[Kdemo RUNNING 0:00:00 | in 10/s out 9/s | restarts 0\n")

@@ -4,7 +4,7 @@ this driver process runs (one server per process, like Flink's per cluster).
 Why aiohttp: it is one well-kept package that serves many concurrent clients (dashboards polling every second,
 a Prometheus scrape, a CLI) from one asyncio loop, and it runs on a thread of our own with its own loop, so the
 job master and the coordinator never wait for a client, nor a client for them: every answer is computed on a
-worker thread (:func:`asyncio.to_thread`), and the actions only hand a request to the job's own threads. The
+worker thread, and the actions only hand a request to the job's own threads. The
 standard library's ``http.server`` answers one request at a time per thread and has no routing; uvicorn would
 want the main thread's signal handlers.
 
@@ -37,12 +37,13 @@ from runtime.driver.web.openapi import openapi_document
 from runtime.driver.web.prometheus import prometheus_text
 from runtime.errors import ChandyError
 
-__all__ = ["DashboardServer", "PORT_ATTEMPTS", "KEPT_ENDED_JOBS"]
+__all__ = ["DashboardServer", "PORT_ATTEMPTS", "KEPT_ENDED_JOBS", "KEPT_OPERATIONS"]
 
 log = logging.getLogger(__name__)
 
 PORT_ATTEMPTS = 100  # the configured port, then the next ones (Flink's rest.bind-port takes a range)
 KEPT_ENDED_JOBS = 50  # ended jobs still shown (their final state), oldest forgotten first
+KEPT_OPERATIONS = 1000  # triggered checkpoints and savepoints whose outcome can be asked for
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
 
@@ -53,7 +54,9 @@ class DashboardServer:
         self.host = host
         self.jobs: OrderedDict[str, object] = OrderedDict()
         self._jobs_lock = threading.Lock()
-        self._operations: dict[str, concurrent.futures.Future] = {}
+        # request id -> (job id, "checkpoint" | "savepoint", its future); the newest KEPT_OPERATIONS
+        self._operations: OrderedDict[str, tuple[str, str, concurrent.futures.Future]] = OrderedDict()
+        self._readers = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="chandy-web")
         self._actions = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="chandy-web-action")
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="chandy-web", daemon=True)
@@ -98,7 +101,9 @@ class DashboardServer:
         await runner.setup()
         last_error: OSError | None = None
         for candidate in ([port] if port == 0 else range(port, min(65536, port + PORT_ATTEMPTS))):
-            site = web.TCPSite(runner, host, candidate, reuse_address=False)
+            # SO_REUSEADDR: a driver started again soon after another still gets the port its old connections
+            # hold in TIME_WAIT (on Linux it never lets two servers listen on one port).
+            site = web.TCPSite(runner, host, candidate, reuse_address=True)
             try:
                 await site.start()
             except OSError as exc:
@@ -109,7 +114,14 @@ class DashboardServer:
                                       "spark.chandy.ui.enabled=false.") from exc
                 last_error = exc
                 continue
-            return site._server.sockets[0].getsockname()[1], runner
+            bound = site._server.sockets[0].getsockname()[1]
+            if host not in ("127.0.0.1", "localhost", "0.0.0.0", "::"):
+                # Also on the loopback address: `chandy jobs` on the driver's machine needs no address.
+                try:
+                    await web.TCPSite(runner, "127.0.0.1", bound, reuse_address=True).start()
+                except OSError:
+                    log.debug("the dashboard is not on 127.0.0.1:%d too", bound, exc_info=True)
+            return bound, runner
         await runner.cleanup()
         raise ChandyError(f"No free port for the Chandy dashboard on {host} in {port}..{port + PORT_ATTEMPTS - 1} "
                           f"({last_error}). Set spark.chandy.ui.port (or rest.port) to a free port.")
@@ -139,20 +151,27 @@ class DashboardServer:
         get("/jobs/{job_id}/checkpoints/config", json(lambda r: api.checkpoint_config(job(r))))
         get("/jobs/{job_id}/checkpoints/details/{checkpoint_id}",
             json(lambda r: api.checkpoint_details(job(r), r.match_info["checkpoint_id"])))
-        get("/jobs/{job_id}/checkpoints/{trigger_id}", json(lambda r: self._operation(r, "checkpointId")))
+        get("/jobs/{job_id}/checkpoints/{trigger_id}", json(lambda r: self._operation(r, "checkpoint", "checkpointId")))
         app.router.add_post("/jobs/{job_id}/savepoints", json(self._trigger_savepoint, status=202, body=True))
-        get("/jobs/{job_id}/savepoints/{trigger_id}", json(lambda r: self._operation(r, "location")))
+        get("/jobs/{job_id}/savepoints/{trigger_id}", json(lambda r: self._operation(r, "savepoint", "location")))
         app.router.add_post("/jobs/{job_id}/stop", json(self._stop, status=202, body=True))
 
     def _json(self, compute, status: int = 200, body: bool = False):
         """A handler answering ``compute(request)`` (or ``compute(request, body)``) as JSON, computed on a worker
-        thread: nothing a job does can hold up the server's loop, nor the loop a job."""
+        thread: nothing a job does can hold up the server's loop, nor the loop a job. Actions (anything but GET)
+        run on a pool of their own, so that actions waiting for a job's lock never starve the readers; they
+        must say ``Content-Type: application/json``, which a page of another site cannot send without the
+        browser asking first (and this server never allows it)."""
         async def handler(request: web.Request) -> web.Response:
-            if body:
-                payload = await _body(request)
-                answer = await asyncio.to_thread(compute, request, payload)
+            loop = asyncio.get_running_loop()
+            if request.method == "GET":
+                answer = await loop.run_in_executor(self._readers, compute, request)
             else:
-                answer = await asyncio.to_thread(compute, request)
+                if request.content_type != "application/json":
+                    raise api.ApiError(415, f"{request.method} {request.path} needs 'Content-Type: "
+                                            f"application/json' (got '{request.content_type}').")
+                arguments = (request, await _body(request)) if body else (request,)
+                answer = await loop.run_in_executor(self._actions, compute, *arguments)
             return web.json_response(answer, status=status, dumps=_dumps)
         return handler
 
@@ -160,7 +179,8 @@ class DashboardServer:
         return web.FileResponse(os.path.join(STATIC, "index.html"), headers={"Cache-Control": "no-cache"})
 
     async def _prometheus(self, request: web.Request) -> web.Response:
-        text, content_type = await asyncio.to_thread(prometheus_text, self._masters())
+        text, content_type = await asyncio.get_running_loop().run_in_executor(self._readers, prometheus_text,
+                                                                              self._masters())
         return web.Response(body=text, headers={"Content-Type": content_type})
 
     def _overview(self) -> dict:
@@ -186,15 +206,18 @@ class DashboardServer:
         self._running(self._job(request), "be cancelled").request_cancel()
         return {}
 
-    def _remember(self, future: concurrent.futures.Future) -> dict:
+    def _remember(self, master, kind: str, future: concurrent.futures.Future) -> dict:
         trigger_id = uuid.uuid4().hex
-        self._operations[trigger_id] = future
+        with self._jobs_lock:
+            self._operations[trigger_id] = (master.job_id, kind, future)
+            while len(self._operations) > KEPT_OPERATIONS:
+                self._operations.popitem(last=False)
         return {"request-id": trigger_id}
 
     def _trigger_checkpoint(self, request: web.Request) -> dict:
         master = self._running(self._job(request), "take a checkpoint")
         try:
-            return self._remember(master.trigger_checkpoint())
+            return self._remember(master, "checkpoint", master.trigger_checkpoint())
         except ChandyError as exc:
             raise api.ApiError(409, str(exc)) from None
 
@@ -204,22 +227,27 @@ class DashboardServer:
             raise api.ApiError(409, f"Job '{master.job_name}' runs without checkpointing: it takes no savepoints.")
         directory = body.get("target-directory")
         if body.get("cancel-job"):
-            return self._remember(self._actions.submit(master.stop_with_savepoint, directory, False))
-        return self._remember(self._actions.submit(master.trigger_savepoint, directory))
+            return self._remember(master, "savepoint", self._actions.submit(master.stop_with_savepoint, directory,
+                                                                            False))
+        return self._remember(master, "savepoint", self._actions.submit(master.trigger_savepoint, directory))
 
     def _stop(self, request: web.Request, body: dict) -> dict:
         master = self._running(self._job(request), "stop")
         if master.coordinator is None:
             raise api.ApiError(409, f"Job '{master.job_name}' runs without checkpointing: cancel it instead.")
         directory = body.get("targetDirectory", body.get("target-directory"))
-        return self._remember(self._actions.submit(master.stop_with_savepoint, directory, bool(body.get("drain"))))
+        return self._remember(master, "savepoint", self._actions.submit(master.stop_with_savepoint, directory,
+                                                                        bool(body.get("drain"))))
 
-    def _operation(self, request: web.Request, result_name: str) -> dict:
+    def _operation(self, request: web.Request, kind: str, result_name: str) -> dict:
         """Flink's asynchronous operation result: ``IN_PROGRESS``, or ``COMPLETED`` with the result or the cause."""
-        self._job(request)
-        future = self._operations.get(request.match_info["trigger_id"])
-        if future is None:
-            raise api.ApiError(404, f"No operation '{request.match_info['trigger_id']}' was triggered here.")
+        master = self._job(request)
+        trigger_id = request.match_info["trigger_id"]
+        with self._jobs_lock:
+            job_id, triggered, future = self._operations.get(trigger_id, (None, None, None))
+        if future is None or job_id != master.job_id or triggered != kind:
+            raise api.ApiError(404, f"No {kind} of job '{master.job_name}' was triggered with request id "
+                                    f"'{trigger_id}' (or it is one of more than {KEPT_OPERATIONS} older ones).")
         if not future.done():
             return {"status": {"id": "IN_PROGRESS"}}
         error = future.exception()
@@ -236,6 +264,7 @@ class DashboardServer:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._actions.shutdown(wait=False)
+            self._readers.shutdown(wait=False)
 
 
 @web.middleware

@@ -6,7 +6,7 @@ const REFRESH_MS = 1000;
 const ENDED = new Set(["FINISHED", "FAILED", "CANCELED"]);
 const state = {
   jobId: null, plan: null, planJob: null, samples: [], since: 0, throughputChart: null, checkpointChart: null,
-  chartUids: null, polls: 0, endedPolls: 0,
+  chartUids: null, polls: 0, endedPolls: 0, exceptionsShown: null, timer: null,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -63,6 +63,13 @@ function duration(msTotal) {
 
 function time(epochMs) {
   return epochMs ? new Date(epochMs).toLocaleTimeString() : "";
+}
+
+function instant(epochMs) {
+  // A watermark may be outside what a Date can show (event time in another unit): show the number then.
+  if (epochMs === null || epochMs === undefined) return "";
+  const date = new Date(epochMs);
+  return isFinite(date.getTime()) ? date.toISOString() : String(epochMs);
 }
 
 // -- the job list ------------------------------------------------------------------------------------
@@ -192,15 +199,14 @@ function drawOperators(job) {
       el("td", {}, bytes(m["read-bytes"])), el("td", {}, bytes(m["write-bytes"])),
       el("td", {}, bpBadge(m["backpressure-level"] || "ok", m["backpressure-ratio"] || 0)),
       el("td", {}, `${Math.round((m["busy-ratio"] || 0) * 100)}%`),
-      el("td", {}, m["current-input-watermark"] !== null && m["current-input-watermark"] !== undefined
-        ? new Date(m["current-input-watermark"]).toISOString() : ""),
+      el("td", {}, instant(m["current-input-watermark"])),
       el("td", {}, ms(m["watermark-lag-ms"])), el("td", {}, count(m["late-records-dropped"])), el("td", {}, state));
   }));
   $("watermark-rows").replaceChildren(...job.vertices.map((v) => {
     const m = v.metrics || {};
     const mark = m["current-input-watermark"];
     return el("tr", {"data-uid": v.id}, el("td", {}, `${v.name} (${v.id})`),
-      el("td", {}, mark !== null && mark !== undefined ? new Date(mark).toISOString() : "none yet"),
+      el("td", {}, mark !== null && mark !== undefined ? instant(mark) : "none yet"),
       el("td", {}, ms(m["watermark-lag-ms"])));
   }));
 }
@@ -239,6 +245,10 @@ function drawCheckpoints(checkpoints) {
 
 function drawExceptions(answer) {
   const entries = answer.exceptionHistory.entries;
+  // Redrawn only when something changed: a traceback the user opened stays open.
+  const key = `${answer.restarts}/${entries.map((e) => e.timestamp).join()}`;
+  if (key === state.exceptionsShown) return;
+  state.exceptionsShown = key;
   if (!entries.length) {
     $("exceptions").replaceChildren(el("p", {class: "note"}, `None (restarts: ${answer.restarts}).`));
     return;
@@ -287,7 +297,7 @@ async function poll() {
     const jobs = overview.jobs;
     const chosen = chooseJob(jobs);
     if (chosen !== state.jobId) {
-      Object.assign(state, {jobId: chosen, plan: null, samples: [], since: 0, endedPolls: 0});
+      Object.assign(state, {jobId: chosen, plan: null, samples: [], since: 0, endedPolls: 0, exceptionsShown: null});
       if (state.checkpointChart) { state.checkpointChart.destroy(); state.checkpointChart = null; }
     }
     drawJobs(jobs);
@@ -297,6 +307,7 @@ async function poll() {
     const base = `/jobs/${chosen}`;
     const [job, checkpoints, history, exceptions] = await Promise.all([
       api(base), api(`${base}/checkpoints`), api(`${base}/metrics/history?since=${state.since}`), api(`${base}/exceptions`)]);
+    if (chosen !== state.jobId) return;  // another job was chosen meanwhile: these answers are not its
     if (!state.plan || state.planJob !== chosen) {
       state.plan = job.plan;
       state.planJob = chosen;
@@ -330,15 +341,25 @@ async function poll() {
   $("last-update").textContent = `updated ${new Date().toLocaleTimeString()}`;
 }
 
-async function loop() {
-  await poll();
+// One poll at a time: a poll asked for while one runs (another job chosen) starts when it has drawn.
+let polling = false, pollAgain = false;
+async function tick() {
+  if (polling) { pollAgain = true; return; }
+  polling = true;
+  clearTimeout(state.timer);
+  try {
+    await poll();
+  } finally {
+    polling = false;
+  }
+  if (pollAgain) { pollAgain = false; tick(); return; }
   // An ended job shows its final state: it is read again rarely, in case another job starts.
-  setTimeout(loop, state.endedPolls > 2 ? 5 * REFRESH_MS : REFRESH_MS);
+  state.timer = setTimeout(tick, state.endedPolls > 2 ? 5 * REFRESH_MS : REFRESH_MS);
 }
 
 async function act(label, path, method) {
   try {
-    const answer = await api(path, {method});
+    const answer = await api(path, {method, headers: {"Content-Type": "application/json"}, body: "{}"});
     $("action-result").textContent = `${label}: ${answer["request-id"] ? "requested (" + answer["request-id"].slice(0, 8) + ")" : "done"}`;
   } catch (error) {
     $("action-result").textContent = `${label} failed: ${error.message}`;
@@ -349,5 +370,5 @@ $("trigger-checkpoint").addEventListener("click", () => act("Checkpoint", `/jobs
 $("cancel-job").addEventListener("click", () => {
   if (confirm("Cancel this job?")) act("Cancel", `/jobs/${state.jobId}?mode=cancel`, "PATCH");
 });
-window.addEventListener("hashchange", poll);
-loop();
+window.addEventListener("hashchange", tick);
+tick();
