@@ -6,6 +6,12 @@ channels' per-batch counters stay: they are one integer addition per batch sent 
 default: counting, a report per slot every second, the driver's aggregation, and the dashboard's web server
 up (nobody polls it here; a poll is answered on the driver's worker threads, not by the job).
 
+Wall-clock rates on a shared 2-core machine vary by more than metrics can cost, so the run also measures the
+counting itself, which does not depend on the machine's load the same way: the time of one ``count_records``
+call on a batch of the default size, times the counts a record's batch meets on the reference job's way (one
+per operator, one out of each chain, one per channel send and one per channel take), per record, as a share of
+the time a record takes at the measured rate.
+
     python -m benchmarks.metrics_overhead [--quick] [--repeats N]
 """
 
@@ -23,6 +29,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 __all__ = ["main"]
 
 
+# Counts a batch meets in the reference job (source -> map | key_by -> process -> sink, two chains): into map,
+# out of chain 0, channel send, channel take, into process, into the sink, out of chain 1.
+COUNTS_PER_BATCH = 7
+
+
+def measure_counting(batch: int) -> dict:
+    """What counting costs per record: one ``count_records`` call on a batch of ``batch`` Python records, the
+    fastest of several timings (the machine's noise only ever adds)."""
+    import timeit
+
+    from runtime.protocol.records import count_records
+
+    records = list(range(batch))
+    calls = 200_000
+    ns = min(timeit.repeat(lambda: count_records(records), number=calls, repeat=5)) / calls * 1e9
+    return {"batch": batch, "ns_per_call": round(ns, 1), "counts_per_batch": COUNTS_PER_BATCH,
+            "ns_per_record": round(ns * COUNTS_PER_BATCH / batch, 3)}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.metrics_overhead", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes: proves it runs, measures nothing")
@@ -37,6 +62,7 @@ def main(argv=None) -> int:
     from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.spark_baseline import run_jvm_groupby_count
     from benchmarks.throughput import run_chandy_reference_job
+    from runtime.datastream.stream_execution_environment import DEFAULT_BATCH_SIZE
     from runtime.driver.metrics import METRICS_INTERVAL_CONF
 
     records = args.records or (50_000 if args.quick else 4_000_000)
@@ -52,6 +78,7 @@ def main(argv=None) -> int:
                 row = run_chandy_reference_job(spark, records, args.keys, args.parallelism, checkpoints)
             runs[variant].append(row)
     spark.conf.unset(METRICS_INTERVAL_CONF)
+    counting = measure_counting(DEFAULT_BATCH_SIZE)
     jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
                                 seconds=6 if args.quick else 20)
     spark.stop()
@@ -73,12 +100,18 @@ def main(argv=None) -> int:
         "on_over_off_pairs": [round(p, 4) for p in pairs],
         "on_over_off_pairs_median": round(statistics.median(pairs), 4) if pairs else None,
         "spark_sss_jvm": jvm,
+        "counting": counting,
+        "counting_share_at_median_rate": round(counting["ns_per_record"] * 1e-9 * medians["on"] / args.parallelism, 6)
+        if medians["on"] else None,
         "exact": all(row["exact"] for rows in runs.values() for row in rows),
     }
     print(f"machine: {report['machine']}; steadiness: {report['cpu_steadiness']['verdict']}")
     for variant in ("on", "off"):
         print(f"metrics {variant:3}: runs {rates[variant]} records/s, median {medians[variant]:,.0f}/s = "
               f"{ratio(medians[variant], jvm['records_per_s']) or 0:.2f}x SSS JVM ({jvm['records_per_s'] or 0:,}/s)")
+    print(f"counting: {counting['ns_per_call']:.0f} ns per count of a {counting['batch']}-record batch, "
+          f"{counting['counts_per_batch']} counts per batch on the way: {counting['ns_per_record']:.2f} ns per record, "
+          f"{report['counting_share_at_median_rate'] or 0:.3%} of a record's time at the median rate")
     print(f"on/off: medians {report['on_over_off_median']}, per pair {report['on_over_off_pairs']} (median "
           f"{report['on_over_off_pairs_median']}); exact: {report['exact']}")
     write_report(args.out, "metrics-overhead", args.quick, report)

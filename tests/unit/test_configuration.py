@@ -50,6 +50,8 @@ def test_no_restart_and_configure_on_an_existing_environment():
     ("restart-strategy.type", "sometimes", "'fixed-delay', 'failure-rate', 'exponential-delay' and 'none'"),
     ("state.backend.type", "leveldb", "'hashmap' .* and 'rocksdb'"),
     ("execution.runtime-mode", "BATCHED", "one of STREAMING, BATCH, AUTOMATIC"),
+    ("rest.port", "70000", "a port number, 0..65535"),
+    ("metrics.fetcher.update-interval", "often", "not a duration"),
 ])
 def test_a_bad_value_is_a_configuration_error_naming_the_key(key, value, message):
     with pytest.raises(ConfigurationError, match=message):
@@ -81,3 +83,20 @@ def test_unknown_keys_are_named_in_one_warning_and_cluster_keys_pass_quietly(cap
                                           ("250 ms", 250), ("1500", 1500), (" 3 seconds ", 3000), (42, 42)])
 def test_durations_are_read_as_flink_writes_them(text, millis):
     assert parse_duration_ms(text) == millis
+
+
+def test_flinks_rest_keys_set_the_dashboards_port_and_address_and_the_metrics_interval():
+    config = (Configuration().set_string("rest.port", "9091").set_string("rest.bind-address", "0.0.0.0")
+              .set_string("metrics.fetcher.update-interval", "5 s"))
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+
+    class Conf:
+        def get(self, key, default=None):
+            return {"spark.chandy.ui.port": "7000"}.get(key, default)
+
+    settings = env._dashboard_settings(type("Spark", (), {"conf": Conf()})())
+    assert (settings.enabled, settings.port, settings.bind_address) == (True, 9091, "0.0.0.0"), "Flink's keys win"
+    assert env._metrics_interval_ms == 5000
+    plain = StreamExecutionEnvironment.get_execution_environment()._dashboard_settings(
+        type("Spark", (), {"conf": Conf()})())
+    assert (plain.port, plain.bind_address) == (7000, None), "else the Spark conf, else 8081 on the driver's host"
