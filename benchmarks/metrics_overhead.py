@@ -6,11 +6,12 @@ channels' per-batch counters stay: they are one integer addition per batch sent 
 default: counting, a report per slot every second, the driver's aggregation, and the dashboard's web server
 up (nobody polls it here; a poll is answered on the driver's worker threads, not by the job).
 
-Wall-clock rates on a shared 2-core machine vary by more than metrics can cost, so the run also measures the
-counting itself, which does not depend on the machine's load the same way: the time of one ``count_records``
-call on a batch of the default size, times the counts a record's batch meets on the reference job's way (one
-per operator, one out of each chain, one per channel send and one per channel take), per record, as a share of
-the time a record takes at the measured rate.
+Wall-clock rates on a shared 2-core machine vary by more than metrics can cost (another tenant takes the cores
+now and then), so the run also measures what the machine's load moves much less: the CPU time the job's
+processes spend per record (the executors' Python workers, read from /proc, plus the driver process, which
+aggregates the reports and runs the web server), on and off, and the counting itself: the time of one
+``count_records`` call on a batch of the default size, times the counts a record's batch meets on the reference
+job's way, per record.
 
     python -m benchmarks.metrics_overhead [--quick] [--repeats N]
 """
@@ -32,6 +33,27 @@ __all__ = ["main"]
 # Counts a batch meets in the reference job (source -> map | key_by -> process -> sink, two chains): into map,
 # out of chain 0, channel send, channel take, into process, into the sink, out of chain 1.
 COUNTS_PER_BATCH = 7
+
+
+def job_cpu_seconds() -> float:
+    """CPU seconds used so far by this process (the driver) and every PySpark Python worker and daemon on the
+    machine, with their children that ended (a daemon reaps the workers it forked)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = sum(os.times()[:2])
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+            if b"pyspark.daemon" not in command and b"pyspark.worker" not in command:
+                continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # it ended meanwhile
+            continue
+        total += sum(int(value) for value in fields[11:15]) / ticks  # utime, stime, cutime, cstime
+    return total
 
 
 def measure_counting(batch: int) -> dict:
@@ -74,8 +96,10 @@ def main(argv=None) -> int:
     for repeat in range(repeats):
         for variant in (("on", "off") if repeat % 2 == 0 else ("off", "on")):
             spark.conf.set(METRICS_INTERVAL_CONF, "1 s" if variant == "on" else "0")
+            cpu_before = job_cpu_seconds()
             with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
                 row = run_chandy_reference_job(spark, records, args.keys, args.parallelism, checkpoints)
+            row["cpu_us_per_record"] = round((job_cpu_seconds() - cpu_before) / records * 1e6, 4)
             runs[variant].append(row)
     spark.conf.unset(METRICS_INTERVAL_CONF)
     counting = measure_counting(DEFAULT_BATCH_SIZE)
@@ -89,6 +113,8 @@ def main(argv=None) -> int:
     # Each "on" run against the "off" run next to it: the machine's drift cancels out of each pair.
     pairs = [on["records_per_s"] / off["records_per_s"] for on, off in zip(runs["on"], runs["off"])
              if on["records_per_s"] and off["records_per_s"]]
+    cpu = {variant: statistics.median(row["cpu_us_per_record"] for row in rows) for variant, rows in runs.items()}
+    cpu_pairs = [on["cpu_us_per_record"] / off["cpu_us_per_record"] for on, off in zip(runs["on"], runs["off"])]
     report = {
         "benchmark": "metrics-overhead", "quick": args.quick, "machine": describe_machine(),
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -100,6 +126,9 @@ def main(argv=None) -> int:
         "on_over_off_pairs": [round(p, 4) for p in pairs],
         "on_over_off_pairs_median": round(statistics.median(pairs), 4) if pairs else None,
         "spark_sss_jvm": jvm,
+        "cpu_us_per_record": cpu,
+        "cpu_on_over_off_pairs": [round(p, 4) for p in cpu_pairs],
+        "cpu_on_over_off_pairs_median": round(statistics.median(cpu_pairs), 4),
         "counting": counting,
         "counting_share_at_median_rate": round(counting["ns_per_record"] * 1e-9 * medians["on"] / args.parallelism, 6)
         if medians["on"] else None,
@@ -112,6 +141,8 @@ def main(argv=None) -> int:
     print(f"counting: {counting['ns_per_call']:.0f} ns per count of a {counting['batch']}-record batch, "
           f"{counting['counts_per_batch']} counts per batch on the way: {counting['ns_per_record']:.2f} ns per record, "
           f"{report['counting_share_at_median_rate'] or 0:.3%} of a record's time at the median rate")
+    print(f"CPU per record: on {cpu['on']:.3f} us, off {cpu['off']:.3f} us; on/off per pair "
+          f"{report['cpu_on_over_off_pairs']} (median {report['cpu_on_over_off_pairs_median']})")
     print(f"on/off: medians {report['on_over_off_median']}, per pair {report['on_over_off_pairs']} (median "
           f"{report['on_over_off_pairs_median']}); exact: {report['exact']}")
     write_report(args.out, "metrics-overhead", args.quick, report)
