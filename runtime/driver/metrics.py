@@ -81,6 +81,8 @@ class OperatorMetrics:
     rate_out: float = 0.0
     bytes_in: int = 0
     bytes_out: int = 0
+    bytes_in_rate: float = 0.0
+    bytes_out_rate: float = 0.0
     backpressure_ratio: float = 0.0
     busy_ratio: float = 0.0
     idle_ratio: float = 0.0
@@ -101,6 +103,8 @@ class OperatorMetrics:
         return {"read-records": self.records_in, "write-records": self.records_out,
                 "read-records-per-second": round(self.rate_in, 1), "write-records-per-second": round(self.rate_out, 1),
                 "read-bytes": self.bytes_in, "write-bytes": self.bytes_out,
+                "read-bytes-per-second": round(self.bytes_in_rate, 1),
+                "write-bytes-per-second": round(self.bytes_out_rate, 1),
                 "backpressure-ratio": round(self.backpressure_ratio, 3), "backpressure-level": self.backpressure_level,
                 "busy-ratio": round(self.busy_ratio, 3), "idle-ratio": round(self.idle_ratio, 3),
                 "input-buffer-usage": self.input_usage, "output-buffer-usage": self.output_usage,
@@ -171,6 +175,7 @@ class JobMetrics:
                 elif previous is not None:  # the same instant twice (the final report): keep the rates
                     view.rates, view.idle_ratio = previous.rates, previous.idle_ratio
                     view.backpressure_ratio = previous.backpressure_ratio
+                    view.bytes_in_rate, view.bytes_out_rate = previous.bytes_in_rate, previous.bytes_out_rate
                 if metrics.status == "FINISHED":  # waiting for the checkpoint that commits its end: idle
                     view.idle_ratio, view.backpressure_ratio = 1.0, 0.0
                 self._subtasks[key] = view
@@ -230,9 +235,11 @@ class JobMetrics:
                     op.rate_out += view.rates[i + 1]
                 if i == 0:
                     op.bytes_in += _bytes_in(m)
+                    op.bytes_in_rate += view.bytes_in_rate
                     op.input_usage = max(op.input_usage, m.input_usage)
                 if i == last:
                     op.bytes_out += _bytes_out(m)
+                    op.bytes_out_rate += view.bytes_out_rate
                     op.output_usage = max(op.output_usage, m.output_usage)
                 op.backpressure_ratio = max(op.backpressure_ratio, view.backpressure_ratio)
                 op.busy_ratio += view.busy_ratio / len(views)

@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from operators import CollectSink, SequenceSource
+from operators import CollectSink, SequenceSource, TumblingEventTimeWindows, WatermarkStrategy
 from runtime import RestartStrategies, StreamExecutionEnvironment
 from runtime.driver.checkpoint_history import HISTORY_SIZE
 from runtime.errors import JobCancelledError
@@ -46,13 +46,16 @@ def call(url, method="GET", body=None):
 
 
 def counting_job(env, tmp_path, sink, chaos=None):
-    """numbers -> (chaos) -> key_by -> running count -> sink, at parallelism 2; runs until tmp_path/end exists."""
+    """numbers -> (chaos) -> key_by -> running count -> sink, at parallelism 2; runs until tmp_path/end exists.
+    Each number is its own event time (ms), so once a source subtask has read its range [lo, hi), its
+    watermark is hi - 2 (monotonous timestamps: the largest seen, minus 1)."""
     env.set_parallelism(2).enable_checkpointing(200)
     env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
     source = PacedSource(SequenceSource(0, N - 1), per_checkpoint=N // 2 // 8,
                          end_when=FileExists(str(tmp_path / "end")), together=str(tmp_path / "paced"))
-    numbers = env.from_source(source, "numbers").uid("numbers")
+    event_time = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda x, _: x)
+    numbers = env.from_source(source, event_time, "numbers").uid("numbers")
     if chaos is not None:
         numbers = numbers.map(chaos).uid("chaos")
     numbers.key_by(lambda x: x % KEYS).process(CountPerKey()).name("count per key").uid("count") \
@@ -104,12 +107,13 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
         status, details = call(f"{base}/jobs/{job}")
         assert status == 200 and details["state"] == "RUNNING" and details["name"] == "rest-api"
         uids = [v["id"] for v in details["vertices"]]
-        assert uids == ["numbers", "count", "sink"]
+        source = uids[0]  # the source itself; "numbers" stamps its records and makes the watermarks
+        assert uids[1:] == ["numbers", "count", "sink"] and source.startswith("numbers-")
         nodes = {n["id"]: n for n in details["plan"]["nodes"]}
         assert nodes["count"]["inputs"] == [{"id": "numbers", "ship_strategy": "HASH", "chained": False,
                                              "side_output": None, "input": 1}]
         assert nodes["sink"]["inputs"][0]["chained"] is True
-        assert [c["operators"] for c in details["plan"]["chains"]] == [["numbers"], ["count", "sink"]]
+        assert [c["operators"] for c in details["plan"]["chains"]] == [[source, "numbers"], ["count", "sink"]]
         for vertex in details["vertices"]:
             m = vertex["metrics"]
             assert m["backpressure-level"] in ("ok", "low", "high") and 0 <= m["busy-ratio"] <= 1
@@ -148,6 +152,17 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
         assert call(f"{base}/jobs/{job}/checkpoints/details/latest")[0] == 400
         assert call(f"{base}/jobs/ffffffff00000000")[0] == 404
 
+        # Watermarks: once every number was read, each source subtask's is the end of its range minus 2, and the
+        # counting operator's is the lowest of its inputs'.
+        def watermarks():
+            answer = call(f"{base}/jobs/{job}/watermarks")[1]["watermarks"]
+            return {w["id"]: w for w in answer}
+
+        wait_for(lambda: watermarks()["count"]["watermark"] == N // 2 - 2, what="the watermarks of the whole input")
+        marks = watermarks()
+        assert sorted(s["watermark"] for s in marks["numbers"]["subtasks"]) == [N // 2 - 2, N - 2]
+        assert marks["count"]["lag-ms"] > 1_700_000_000_000, "event time near 1970: the lag is the time since"
+
         # A checkpoint triggered now completes and is listed.
         status, triggered = call(f"{base}/jobs/{job}/checkpoints", "POST")
         assert status == 202
@@ -174,6 +189,7 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
                      "chandy_backpressure_ratio", "chandy_busy_ratio", "chandy_input_buffer_usage",
                      "chandy_output_buffer_usage", "chandy_late_records_dropped", "chandy_state_entries",
                      "chandy_checkpoint_alignment_ms", "chandy_checkpoint_sync_ms", "chandy_checkpoint_async_ms",
+                     "chandy_current_input_watermark_ms", "chandy_watermark_lag_ms",
                      "chandy_checkpoints_completed", "chandy_job_restarts"):
             assert name in families, name
         ours = [s for s in families["chandy_records_in"].samples if s.labels["job"] == job]
@@ -285,8 +301,9 @@ def test_the_dashboard_in_chromium_shows_the_graph_and_live_panels_then_the_fina
                 page.goto(url)
                 page.wait_for_selector("#graph g.node")
                 shown = page.eval_on_selector_all("#graph g.node", "nodes => nodes.map(n => n.dataset.uid)")
-                assert shown == ["numbers", "count", "sink"]
-                assert page.eval_on_selector_all("#graph path.edge", "edges => edges.length") == 2
+                assert shown[1:] == ["numbers", "count", "sink"] and shown[0].startswith("numbers-")
+                assert page.eval_on_selector_all("#graph path.edge", "edges => edges.length") == 3
+                assert page.eval_on_selector_all("#graph path.edge.chained", "edges => edges.length") == 2
                 assert "HASH" in page.text_content("#graph")
 
                 # The panels follow the job: new throughput samples and new checkpoints appear.
@@ -321,3 +338,25 @@ def test_the_dashboard_in_chromium_shows_the_graph_and_live_panels_then_the_fina
             browser.close()
     assert problems == []
     assert os.path.getsize(tmp_path / "dashboard-running.png") > 10_000
+
+
+def test_late_records_dropped_are_counted(spark, tmp_path):
+    from tests.integration.test_windows import OnTimeThenLate, ReleaseOnFirstResult
+
+    env = StreamExecutionEnvironment.get_execution_environment(spark)
+    release = str(tmp_path / "release")
+    first = [("a", 1, 100), ("a", 2, 900), ("b", 5, 1_500), ("a", 0, 5_000)]  # the watermark goes to 4999
+    then = [("a", 10, 500), ("b", 20, 1_200), ("a", 30, 2_500)]  # the first two are late: no side output, dropped
+    env.set_parallelism(1)
+    env.get_config().set_auto_watermark_interval(10)
+    event_time = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda r, _: r[2])
+    (env.from_source(OnTimeThenLate(first, then, release), event_time, "events")
+     .key_by(lambda r: r[0]).window(TumblingEventTimeWindows.of(1_000)).allowed_lateness(3_000)
+     .apply(ReleaseOnFirstResult(release)).uid("windows")
+     .sink_to(CollectSink("results")))
+    client = env.execute_async("late-records")
+    client.get_job_execution_result()
+    base, job = client.get_dashboard_url().split("/#/jobs/")
+    windows = call(f"{base}/jobs/{job}/vertices/windows")[1]
+    assert windows["metrics"]["late-records-dropped"] == 2
+    assert windows["metrics"]["current-input-watermark"] is None, "the end of input's watermark is no time to show"

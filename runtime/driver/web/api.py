@@ -17,7 +17,6 @@ microseconds), except the actions, which hand a request to the job master's or t
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from runtime.driver.result import JobStatus
 
@@ -224,10 +223,3 @@ def metrics_history(master, since_ms: int = 0) -> dict:
     ``{"samples": [{"t": ms, "operators": {uid: [in per s, out per s, back pressure ratio]}}]}``."""
     return {"samples": [{"t": t, "operators": {uid: list(values) for uid, values in ops.items()}}
                         for t, ops in master.metrics.history_since(since_ms)]}
-
-
-def job_summary_line(master) -> dict[str, Any]:
-    """What ``chandy status`` prints."""
-    details = job_details(master)
-    return {key: details[key] for key in ("jid", "name", "state", "start-time", "duration", "restarts",
-                                          "records-in-per-second", "records-out-per-second")}
