@@ -53,6 +53,9 @@ function bytes(n) {
 
 function ms(n) {
   if (n === null || n === undefined) return "";
+  if (n >= 86400e3) return (n / 86400e3).toFixed(1) + " d";
+  if (n >= 3600e3) return (n / 3600e3).toFixed(1) + " h";
+  if (n >= 60e3) return (n / 60e3).toFixed(1) + " min";
   return n >= 1000 ? (n / 1000).toFixed(2) + " s" : n.toFixed(n < 10 ? 1 : 0) + " ms";
 }
 
@@ -83,9 +86,15 @@ function chooseJob(jobs) {
   return pick ? pick.jid : null;
 }
 
+const ENDED_LISTED = 8;  // ended jobs listed besides the running ones and the one shown
+
 function drawJobs(jobs) {
   const nav = $("jobs");
-  nav.replaceChildren(...jobs.map((j) => {
+  const ended = jobs.filter((j) => ENDED.has(j.state) && j.jid !== state.jobId);
+  const hidden = new Set(ended.slice(0, Math.max(0, ended.length - ENDED_LISTED)).map((j) => j.jid));
+  const listed = jobs.filter((j) => !hidden.has(j.jid));
+  const more = hidden.size ? [el("span", {class: "more"}, `(${hidden.size} older ended jobs: GET /jobs/overview)`)] : [];
+  nav.replaceChildren(...more, ...listed.map((j) => {
     const link = el("a", {href: `#/jobs/${j.jid}`, "data-jid": j.jid}, `${j.name} (${j.state.toLowerCase()})`);
     if (j.jid === state.jobId) link.className = "selected";
     return link;
