@@ -130,6 +130,14 @@ class CheckpointHistory:
             "history": history,
         }
 
+    def latest_completed(self) -> dict | None:
+        """The newest completed checkpoint (not a savepoint) with its subtasks' parts, or None: what the status
+        line and ``/metrics`` show, without building the whole history."""
+        with self._lock:
+            newest = next((r.checkpoint_id for r in reversed(self._records.values())
+                           if r.status == "COMPLETED" and not r.savepoint), None)
+        return None if newest is None else self.details(newest)
+
     def details(self, checkpoint_id: int) -> dict | None:
         """One checkpoint with every subtask's part (Flink's ``/checkpoints/details/<id>`` and its subtasks)."""
         now = self._now_ms()

@@ -205,6 +205,11 @@ class CheckpointCoordinator:
                 return
             self.manual_requests.append(request)
 
+    def _attach_manual(self, checkpoint_id: CheckpointId) -> None:
+        """The checkpoints asked for now are answered by ``checkpoint_id``, just triggered."""
+        if self.manual_requests:
+            self.manual_waiting[checkpoint_id], self.manual_requests = self.manual_requests, []
+
     def _resolve_manual(self, checkpoint_id: CheckpointId, error: str | None) -> None:
         for request in self.manual_waiting.pop(checkpoint_id, ()):
             request.done(None if error else checkpoint_id,
@@ -395,8 +400,7 @@ class CheckpointCoordinator:
         self.last_trigger_ms = now
         pending = self._new_pending(now)
         checkpoint_id = pending.checkpoint_id
-        if self.manual_requests:  # asked for now: the final checkpoint answers them
-            self.manual_waiting[checkpoint_id], self.manual_requests = self.manual_requests, []
+        self._attach_manual(checkpoint_id)  # the final checkpoint answers those asked for now
         log.debug("final checkpoint %d of job '%s'", checkpoint_id, self.graph.job_name)
         stop = self.stop_request
         if stop is not None and stop.url is None:  # the stop's savepoint first: the job ends once it commits
@@ -453,8 +457,7 @@ class CheckpointCoordinator:
         pending = self._new_pending(now, savepoint is not None)
         checkpoint_id = pending.checkpoint_id
         if savepoint is None:
-            if self.manual_requests:  # asked for now: this one answers them
-                self.manual_waiting[checkpoint_id], self.manual_requests = self.manual_requests, []
+            self._attach_manual(checkpoint_id)
             self.last_trigger_ms = now
             log.debug("triggering checkpoint %d", checkpoint_id)
             self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id,

@@ -123,14 +123,12 @@ class JobMetrics:
         self.attempt: int | None = None
         self._subtasks: dict[tuple[int, int], SubtaskView] = {}
         self._operators = [(node, chain.index, i) for chain in graph.chains for i, node in enumerate(chain.operators)]
-        self._by_uid = {node.uid: (node, chain, i) for node, chain, i in self._operators}
         self._chain_length = {chain.index: len(chain.operators) for chain in graph.chains}
         self._sources = [node.uid for node, _, _ in self._operators if node.is_source]
         self._sinks = [node.uid for node, _, _ in self._operators if node.is_sink]
         # (wall ms, {uid: (records in per s, records out per s, backpressure ratio)}), one per second at most
         self.history: deque = deque(maxlen=HISTORY_SAMPLES)
         self._last_sample_s = 0.0
-        self.reports = 0
         self.ended = False
         self._aggregated: list[OperatorMetrics] | None = None  # until the next report: readers share one
 
@@ -157,7 +155,6 @@ class JobMetrics:
         with self._lock:
             if report.attempt != self.attempt:
                 return
-            self.reports += 1
             for metrics in report.subtasks:
                 key = (metrics.chain, metrics.subtask)
                 previous = self._subtasks.get(key)
@@ -202,10 +199,6 @@ class JobMetrics:
     def operator(self, uid: str) -> OperatorMetrics | None:
         return next((op for op in self.operators() if op.uid == uid), None)
 
-    def subtasks(self, chain: int) -> list[SubtaskView]:
-        with self._lock:
-            return [view for (c, _), view in sorted(self._subtasks.items()) if c == chain]
-
     def throughput(self) -> tuple[float, float]:
         """Records per second read by the sources and written into the sinks, now."""
         by_uid = {op.uid: op for op in self.operators()}
@@ -217,10 +210,13 @@ class JobMetrics:
             return [sample for sample in self.history if sample[0] > since_ms]
 
     def _aggregate(self) -> list[OperatorMetrics]:
+        by_chain: dict[int, list[SubtaskView]] = {}
+        for (chain, _), view in sorted(self._subtasks.items()):
+            by_chain.setdefault(chain, []).append(view)
         result = []
         for node, chain, i in self._operators:
             op = OperatorMetrics(node.uid, node.name, chain, node.parallelism)
-            views = [view for (c, _), view in sorted(self._subtasks.items()) if c == chain]
+            views = by_chain.get(chain, [])
             last = self._chain_length[chain] - 1
             watermarks = []
             state_bytes = []
@@ -233,25 +229,26 @@ class JobMetrics:
                 if view.rates:
                     op.rate_in += view.rates[i]
                     op.rate_out += view.rates[i + 1]
+                bytes_in = _bytes_in(m) if i == 0 else 0  # a chain's inner operators send nothing over channels
+                bytes_out = _bytes_out(m) if i == last else 0
                 if i == 0:
-                    op.bytes_in += _bytes_in(m)
+                    op.bytes_in += bytes_in
                     op.bytes_in_rate += view.bytes_in_rate
                     op.input_usage = max(op.input_usage, m.input_usage)
                 if i == last:
-                    op.bytes_out += _bytes_out(m)
+                    op.bytes_out += bytes_out
                     op.bytes_out_rate += view.bytes_out_rate
                     op.output_usage = max(op.output_usage, m.output_usage)
                 op.backpressure_ratio = max(op.backpressure_ratio, view.backpressure_ratio)
                 op.busy_ratio += view.busy_ratio / len(views)
                 op.idle_ratio += view.idle_ratio / len(views)
                 watermarks.append(m.watermark)
-                if i < len(m.late_dropped):
-                    op.late_records_dropped += m.late_dropped[i]
+                late = m.late_dropped[i] if i < len(m.late_dropped) else 0
+                op.late_records_dropped += late
                 state = m.state[i] if i < len(m.state) else None
                 if state is not None:
                     op.state_entries += state[0]
                     state_bytes.append(state[1])
-                late = m.late_dropped[i] if i < len(m.late_dropped) else 0
                 op.subtasks.append({
                     "subtask": m.subtask, "status": m.status, "read-records": m.records[i],
                     "write-records": m.records[i + 1],
@@ -260,7 +257,7 @@ class JobMetrics:
                     "backpressure-ratio": round(view.backpressure_ratio, 3),
                     "backpressure-level": backpressure_level(view.backpressure_ratio),
                     "busy-ratio": round(view.busy_ratio, 3), "idle-ratio": round(view.idle_ratio, 3),
-                    "read-bytes": _bytes_in(m) if i == 0 else 0, "write-bytes": _bytes_out(m) if i == last else 0,
+                    "read-bytes": bytes_in, "write-bytes": bytes_out,
                     "input-buffer-usage": m.input_usage if i == 0 else 0.0,
                     "output-buffer-usage": m.output_usage if i == last else 0.0,
                     "input-channels": [{"edge": e, "producer": p, "records": r, "bytes": b}

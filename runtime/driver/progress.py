@@ -14,6 +14,7 @@ clicks RUNNING 0:01:23 | in 812k/s out 810k/s | checkpoint 12: 412 ms, 1.2 MiB |
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 import time
@@ -72,7 +73,7 @@ class ProgressLine:
         master = self.master
         checkpoint = None
         if master.coordinator is not None:
-            checkpoint = master.coordinator.history.summary()["latest"]["completed"]
+            checkpoint = master.coordinator.history.latest_completed()
         operators = master.metrics.operators()
         marks = [op.watermark for op in operators if op.watermark is not None]
         now_ms = time.time() * 1000
@@ -87,13 +88,7 @@ class ProgressLine:
                 return
 
     def draw(self, line: str) -> None:
-        width = 200
-        try:
-            import shutil
-
-            width = shutil.get_terminal_size((200, 20)).columns - 1
-        except Exception:
-            pass
+        width = shutil.get_terminal_size((200, 20)).columns - 1  # a longer line would wrap: no redraw in place
         with self._write_lock:
             self.stream.write(_CLEAR + line[:width])
             self.stream.flush()

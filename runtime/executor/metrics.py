@@ -7,8 +7,8 @@ behind is still true a moment later. Nothing here runs per record: the subtasks 
 only when a wait happens. The driver turns two reports into rates (:mod:`runtime.driver.metrics`).
 
 >>> from types import SimpleNamespace as Fake
->>> source = Fake(gate=None, writer=None, source_idle_s=0.25, output_wait_s=0.0, output_wait_since=0.0,
-...               records=[0, 10, 10],
+>>> from runtime.network.wait_timer import WaitTimer
+>>> source = Fake(gate=None, writer=None, source_idle_s=0.25, output_waits=WaitTimer(), records=[0, 10, 10],
 ...               chain=Fake(index=0), slot=Fake(slot=1), status=Fake(name="RUNNING"), watermark=None,
 ...               operators=[object(), object()], backends=[None, None])
 >>> metrics = subtask_metrics(source)
@@ -40,14 +40,13 @@ def subtask_metrics(runner: "SubtaskRunner") -> SubtaskMetrics:
     idle_s = runner.source_idle_s
     input_usage = 0.0
     if gate is not None:
-        idle_s += gate.idle_s
+        idle_s += gate.idle.seconds()
         input_usage = gate.usage()
         inputs = tuple((edge_id, producer, gate.records_in[i], gate.bytes_in[i])
                        for i, (edge_id, producer) in enumerate(gate.channels))
     outputs = []
     output_usage = 0.0
-    since = runner.output_wait_since  # a wait going on counts already: a long stall shows while it lasts
-    backpressured_s = runner.output_wait_s + (time.monotonic() - since if since else 0.0)
+    backpressured_s = runner.output_waits.seconds()  # a wait going on counts: a long stall shows while it lasts
     if writer is not None:
         for edge_writer in writer.edges:
             for target, channel in zip(edge_writer.targets, edge_writer.channels):

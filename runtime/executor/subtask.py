@@ -32,6 +32,7 @@ from runtime.graph.job_graph import Chain, OperatorNode
 from runtime.ids import CheckpointId
 from runtime.network.channels import Cancelled, InputGate
 from runtime.network.record_writer import RecordWriter
+from runtime.network.wait_timer import WaitTimer
 from runtime.protocol.events import (
     END_OF_INPUT,
     END_OF_INPUT_STOPPED,
@@ -134,8 +135,7 @@ class SubtaskRunner:
         self.records = [0] * (len(self.operators) + 1)
         self._counts = self.records if slot.graph.metrics_interval_ms > 0 else None  # metrics off: not counted
         self.source_idle_s = 0.0
-        self.output_wait_s = 0.0
-        self.output_wait_since = 0.0  # monotonic start of a wait for output going on (0: none)
+        self.output_waits = WaitTimer()
         self.watermark: int | None = None
 
     def _call(self, index: int, method: str, *args):
@@ -535,12 +535,11 @@ class SubtaskRunner:
         """Wait until every output channel can take a batch, taking meanwhile what must not wait behind
         backpressure: barriers that overtook the input, checkpoint triggers (a source), the aligned timeout."""
         writer, gate, stopped = self.writer, self.gate, self.slot.stopped
-        self.output_wait_since = started = time.monotonic()
+        self.output_waits.start()
         try:
             self._await_output_until_available(writer, gate, stopped)
         finally:
-            self.output_wait_s += time.monotonic() - started
-            self.output_wait_since = 0.0
+            self.output_waits.stop()
 
     def _await_output_until_available(self, writer: RecordWriter, gate: InputGate | None, stopped) -> None:
         while not writer.available():

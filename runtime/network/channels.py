@@ -49,6 +49,7 @@ import pyarrow as pa
 from runtime.network.acceptor import Acceptor
 from runtime.network.codec import RecordCodec
 from runtime.network.in_flight import InFlightRecorder
+from runtime.network.wait_timer import WaitTimer
 from runtime.protocol.events import CheckpointBarrier, EndOfInput, Event, event_from_metadata
 from runtime.protocol.records import TimestampedBatch, count_records
 
@@ -167,9 +168,8 @@ class InputGate:
         # producer waited for room in a full queue (the producer's thread).
         self.records_in = [0] * len(self.channels)
         self.bytes_in = [0] * len(self.channels)
-        self._put_blocked_s = [0.0] * len(self.channels)
-        self._put_blocked_since = [0.0] * len(self.channels)  # monotonic start of a wait going on (0: none)
-        self.idle_s = 0.0
+        self._put_waits = [WaitTimer() for _ in self.channels]
+        self.idle = WaitTimer()  # the subtask waiting for input
 
     def __len__(self) -> int:
         return len(self.channels)
@@ -180,11 +180,11 @@ class InputGate:
         queue = self._queues[index]
         with self._cond:
             if block and len(queue) >= self._capacity and not self._closed:
-                self._put_blocked_since[index] = started = time.monotonic()
+                waits = self._put_waits[index]
+                waits.start()
                 while len(queue) >= self._capacity and not self._closed:
                     self._cond.wait()
-                self._put_blocked_s[index] += time.monotonic() - started
-                self._put_blocked_since[index] = 0.0
+                waits.stop()
             if self._closed:
                 raise Cancelled()
             recorder = self._recorder
@@ -249,8 +249,7 @@ class InputGate:
 
     def put_blocked_s(self, index: int) -> float:
         """Seconds a producer waited for room in channel ``index``'s queue, a wait going on included."""
-        since = self._put_blocked_since[index]
-        return self._put_blocked_s[index] + (time.monotonic() - since if since else 0.0)
+        return self._put_waits[index].seconds()
 
     def usage(self, index: int | None = None) -> float:
         """How full channel ``index``'s queue is, or all of them together (0..1; a read without the lock)."""
@@ -303,9 +302,9 @@ class InputGate:
                                 self._credit_senders[i] = None
                         return i, item
                 if attempt == 0:
-                    started = time.monotonic()
+                    self.idle.start()
                     self._cond.wait(timeout)
-                    self.idle_s += time.monotonic() - started
+                    self.idle.stop()
         return None
 
     DEBLOAT_WINDOW_S = 0.2
@@ -414,8 +413,7 @@ class RemoteChannel:
         self._credits = CREDITS  # below zero after an overdraft
         self.records_sent = 0
         self.bytes_sent = 0
-        self._blocked_s = 0.0  # waiting for the consumer's credits
-        self._blocked_since = 0.0  # monotonic start of a wait going on (0: none)
+        self._credit_waits = WaitTimer()
         self.batch_limit: int | None = None  # records per batch, as the consumer's last credit said
         self.overdraft = False  # unaligned checkpoints: send without waiting for credits (see LocalChannel)
         self._poller = None
@@ -438,13 +436,12 @@ class RemoteChannel:
             if self.overdraft:
                 self._read_credits(block=False)
             if self._credits <= 0 and not self.overdraft:  # wait until the consumer takes a batch
-                self._blocked_since = started = time.monotonic()
+                self._credit_waits.start()
                 try:
                     while self._credits <= 0:
                         self._read_credits(block=True)
                 finally:
-                    self._blocked_s += time.monotonic() - started
-                    self._blocked_since = 0.0
+                    self._credit_waits.stop()
         self._credits -= 1
 
     def available(self) -> bool:
@@ -458,8 +455,7 @@ class RemoteChannel:
     @property
     def blocked_s(self) -> float:
         """Seconds spent waiting for the consumer's credits, a wait going on included."""
-        since = self._blocked_since
-        return self._blocked_s + (time.monotonic() - since if since else 0.0)
+        return self._credit_waits.seconds()
 
     @property
     def usage(self) -> float:

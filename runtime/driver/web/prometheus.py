@@ -85,16 +85,15 @@ def _families(masters, now_ms: float):
         coordinator = master.coordinator
         if coordinator is None:
             continue
-        summary = coordinator.history.summary()
-        completed.add_metric([job, name], summary["counts"]["completed"])
-        failed.add_metric([job, name], summary["counts"]["failed"])
-        latest = summary["latest"]["completed"]
+        history = coordinator.history
+        completed.add_metric([job, name], history.counts["completed"])
+        failed.add_metric([job, name], history.counts["failed"])
+        latest = history.latest_completed()
         if latest is not None:
             last_duration.add_metric([job, name], latest["end_to_end_duration"])
             last_size.add_metric([job, name], latest["state_size"])
-            details = coordinator.history.details(latest["id"]) or {"subtasks": []}
             heads = {chain.index: chain.operators[0].uid for chain in master.graph.chains}
-            for sub in details["subtasks"]:
+            for sub in latest["subtasks"]:
                 labels = [job, name, heads.get(sub["chain"], str(sub["chain"])), str(sub["subtask"])]
                 for key, family in per_subtask.items():
                     family.add_metric(labels, sub[key])
