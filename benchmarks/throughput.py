@@ -35,10 +35,11 @@ def _declare_columnar_job(env, records: int, keys: int, sink) -> None:
 
 def run_chandy_reference_job(spark, records: int, keys: int, parallelism: int,
                              checkpoint_dir: str | None = None, columnar: bool = False,
-                             unaligned: bool = False, state_backend=None) -> dict:
+                             unaligned: bool = False, state_backend=None, while_running=None) -> dict:
     """The reference job; with ``checkpoint_dir``, exactly-once checkpoints every second go there (``unaligned``
     ones if asked). ``columnar``: the same job on the columnar path (Arrow batches, ``key_by(column).count()``).
-    ``state_backend``: where keyed state lives (default: the heap)."""
+    ``state_backend``: where keyed state lives (default: the heap). ``while_running(client)`` is called once the
+    job is launched, on the caller's thread (its time counts)."""
     env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(parallelism)
     if state_backend is not None:
         env.set_state_backend(state_backend)
@@ -50,7 +51,10 @@ def run_chandy_reference_job(spark, records: int, keys: int, parallelism: int,
     sink = FinalCountSink(columnar=columnar)
     (_declare_columnar_job if columnar else _declare_record_job)(env, records, keys, sink)
     started = time.perf_counter()
-    result = env.execute("benchmark-reference-job")
+    client = env.execute_async("benchmark-reference-job")
+    if while_running is not None:
+        while_running(client)
+    result = client.get_job_execution_result()
     elapsed = time.perf_counter() - started
     (seen, latest, first, last), = result.sink_results.values()
     expected_total = records
@@ -62,6 +66,7 @@ def run_chandy_reference_job(spark, records: int, keys: int, parallelism: int,
         "variant": f"chandy-{'columnar' if columnar else 'record-api'}-"
                    + ("checkpoints-1s" if checkpoint_dir else "no-checkpoints") + ("-unaligned" if unaligned else ""),
         "checkpoints": len(stats),
+        "restarts": result.restarts,
         "max_checkpoint_sync_ms": max((s.sync_ms for s in stats), default=None),
         "median_alignment_ms": round(statistics.median(s.alignment_ms for s in stats), 1) if stats else None,
         "measured": measured,

@@ -20,7 +20,7 @@ import re
 
 from runtime.errors import ConfigurationError
 
-__all__ = ["Configuration", "parse_duration_ms"]
+__all__ = ["Configuration", "parse_duration_ms", "parse_boolean"]
 
 _UNITS_MS = {
     "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
@@ -43,6 +43,32 @@ def parse_duration_ms(text, key: str = "a duration") -> int:
         raise ConfigurationError(f"{key} = {text!r} is not a duration: write a number and a unit, like '10 s', "
                                  "'500 ms', '1 min' or '2 h' (a bare number is milliseconds).")
     return int(match.group(1)) * _UNITS_MS.get(unit or "ms")
+
+
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def parse_boolean(text, key: str) -> bool:
+    """A boolean setting as Spark's and Flink's users write one (``true/false``, ``yes/no``, ``on/off``, ``1/0``, in
+    any case); anything else is a ConfigurationError naming ``key``, never silently false.
+
+    >>> parse_boolean("Yes", "spark.chandy.network.encryption"), parse_boolean(False, "x")
+    (True, False)
+    >>> parse_boolean("ture", "spark.chandy.network.encryption")
+    Traceback (most recent call last):
+    ...
+    runtime.errors.ConfigurationError: spark.chandy.network.encryption = 'ture' is not a boolean: write true or false (yes/no, on/off and 1/0 work too).
+    """
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigurationError(f"{key} = {text!r} is not a boolean: write true or false (yes/no, on/off and 1/0 work "
+                             "too).")
 
 
 class Configuration:
@@ -79,11 +105,7 @@ class Configuration:
 
     def get_boolean(self, key: str, default_value: bool = False) -> bool:
         value = self._values.get(key)
-        if value is None:
-            return default_value
-        if value.strip().lower() not in ("true", "false"):
-            raise ConfigurationError(f"{key} = {value!r} is not a boolean: write 'true' or 'false'.")
-        return value.strip().lower() == "true"
+        return default_value if value is None else parse_boolean(value, key)
 
     def _typed(self, key: str, default, kind, what: str):
         value = self._values.get(key)

@@ -41,6 +41,7 @@ __all__ = [
     "UnpicklableStateError",
     "TransactionStateError",
     "ProtocolError",
+    "AuthenticationError",
     "CheckpointError",
     "StorageUnreachableError",
     "CheckpointNotFoundError",
@@ -315,6 +316,16 @@ class ProtocolError(ChandyError):
 
 
 # -- checkpoints and their storage -----------------------------------------------------------------------
+
+
+class AuthenticationError(ProtocolError):
+    """The other end of a connection did not prove that it belongs to this job and attempt (it lacks the secret,
+    replayed an old handshake, stalled, or presented a TLS certificate the job does not trust). Where Chandy
+    accepts connections, such a peer is refused and logged, and the job never hears of it; where a slot
+    connects, the peer it found is not the one it was told of (a port reused by another process), which a
+    restart can cure."""
+
+    retryable = True
 
 
 class CheckpointError(ChandyError):

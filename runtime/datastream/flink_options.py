@@ -130,6 +130,8 @@ def _checkpointing(env, config: Configuration) -> None:
     if config.contains_key("metrics.fetcher.update-interval"):
         env._metrics_interval_ms = parse_duration_ms(config.get_string("metrics.fetcher.update-interval"),
                                                      "metrics.fetcher.update-interval")
+    if config.contains_key("security.ssl.internal.enabled"):
+        env._internal_ssl = config.get_boolean("security.ssl.internal.enabled", False)
     if config.contains_key("execution.savepoint.path"):
         env._savepoint_path = config.get_string("execution.savepoint.path")
     if config.contains_key("execution.savepoint.ignore-unclaimed-state"):
@@ -158,7 +160,7 @@ _HANDLED = {
     "execution.checkpointing.aligned-checkpoint-timeout", "execution.checkpointing.alignment-timeout",
     "execution.checkpointing.unaligned.forced",
     "taskmanager.network.memory.buffer-debloat.enabled", "taskmanager.network.memory.buffer-debloat.target",
-    "rest.port", "rest.bind-address", "metrics.fetcher.update-interval",
+    "rest.port", "rest.bind-address", "metrics.fetcher.update-interval", "security.ssl.internal.enabled",
 }
 DEBLOAT_ENABLED = "taskmanager.network.memory.buffer-debloat.enabled"
 DEBLOAT_TARGET = "taskmanager.network.memory.buffer-debloat.target"

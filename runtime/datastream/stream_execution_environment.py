@@ -25,7 +25,7 @@ from runtime.checkpoint_config import (
     RestartStrategies,
     RestartStrategy,
 )
-from runtime.configuration import Configuration, parse_duration_ms
+from runtime.configuration import Configuration, parse_boolean, parse_duration_ms
 from runtime.datastream.data_stream import DataStream, positive_int
 from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.execution_mode import RuntimeExecutionMode
@@ -51,8 +51,18 @@ from runtime.driver.restore_plan import (
     resolve_restore,
 )
 from runtime.driver.result import JobClient, JobResult
+from runtime.driver.security_settings import resolve_encryption
 from runtime.driver.terminal import resume_hint, show_chandy_logs
-from runtime.driver.web import DEFAULT_PORT, UI_BIND_CONF, UI_ENABLED_CONF, UI_PORT_CONF, DashboardSettings
+from runtime.driver.web import (
+    DEFAULT_PORT,
+    SPARK_ACLS_CONF,
+    UI_BIND_CONF,
+    UI_ENABLED_CONF,
+    UI_PORT_CONF,
+    UI_REQUIRE_TOKEN_CONF,
+    UI_TOKEN_CONF,
+    DashboardSettings,
+)
 from runtime.errors import ApiUsageError, ConfigurationError, JobGraphError
 from runtime.graph.compile import compile_job_graph
 from runtime.graph.job_graph import CheckpointSettings
@@ -148,6 +158,7 @@ class StreamExecutionEnvironment:
         self._debloat_target_ms: float | None = None  # buffer debloating's target (0: off); default 1 s
         self._ui_port: int | None = None  # rest.port (else spark.chandy.ui.port, else 8081)
         self._ui_bind_address: str | None = None  # rest.bind-address (else spark.chandy.ui.bindAddress)
+        self._internal_ssl: bool | None = None  # security.ssl.internal.enabled (else spark.chandy.network.encryption)
         # metrics.fetcher.update-interval (else spark.chandy.metricsInterval): how often slots report (0: never)
         self._metrics_interval_ms: float | None = None
 
@@ -594,6 +605,8 @@ class StreamExecutionEnvironment:
             graph.metrics_interval_ms = 0 if off else parse_duration_ms(interval, METRICS_INTERVAL_CONF)
         if restore is not None:
             check_compatible(restore.checkpoint, graph, restore.allow_non_restored_state)
+        encryption = resolve_encryption(spark.conf.get, self._internal_ssl)
+        tls = encryption.material(job_name)  # the user's files are read (and checked) here, before the job starts
         coordinator = CheckpointCoordinator(config, storage, graph) if checkpointing is not None else None
         require_slots(spark, graph.slots)
         self._transformations = []  # launched: the streams are consumed (an execute() that failed keeps them)
@@ -603,8 +616,14 @@ class StreamExecutionEnvironment:
         for path in self._python_files:  # the executors import the job's functions from these
             spark.sparkContext.addPyFile(path)
         show_chandy_logs()
+        if encryption.asked:
+            what = "authenticated"
+            if tls is not None:
+                what += (" and encrypted (TLS 1.3, " + (f"certificate {encryption.files[0]}" if encryption.files
+                                                         else "a certificate made for this job") + ")")
+            log.info("Job '%s': internal connections are %s: %s", job_name, what, encryption.reason)
         master = JobMaster(graph, spark, sinks, self.get_restart_strategy(), coordinator, restore,
-                           dashboard=self._dashboard_settings(spark), progress=_progress_wanted(spark))
+                           dashboard=self._dashboard_settings(spark), progress=_progress_wanted(spark), tls=tls)
         master.start()
         return JobClient(master)
 
@@ -619,7 +638,14 @@ class StreamExecutionEnvironment:
             except ValueError:
                 raise ConfigurationError(f"{UI_PORT_CONF} = {text!r} is not a port number (0..65535; 0: any free "
                                          "port).") from None
-        return DashboardSettings(enabled, port, self._ui_bind_address or conf.get(UI_BIND_CONF, None) or None)
+        require_token = parse_boolean(conf.get(UI_REQUIRE_TOKEN_CONF, None) or "false", UI_REQUIRE_TOKEN_CONF)
+        if not require_token and str(conf.get(SPARK_ACLS_CONF, "false")).strip().lower() == "true":
+            log.info("%s=true: Chandy's REST API cannot check spark.modify.acls / spark.ui.view.acls (it has no user "
+                     "identities: Spark's come from servlet filters it does not run), so it asks for its token for "
+                     "reads as well as actions.", SPARK_ACLS_CONF)
+            require_token = True
+        return DashboardSettings(enabled, port, self._ui_bind_address or conf.get(UI_BIND_CONF, None) or None,
+                                 conf.get(UI_TOKEN_CONF, None) or None, require_token)
 
     def execute(self, job_name: str | None = None, restore_from: int | str | None = None,
                 allow_non_restored_state: bool | None = None) -> JobResult:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import queue
-import socket
 import threading
 import time
 from dataclasses import dataclass
 
+from runtime.errors import ProtocolError
 from runtime.ids import Attempt, SlotIndex
 from runtime.network.acceptor import Acceptor
+from runtime.network.security import ConnectionSecurity
 from runtime.protocol.messages import (
     Addresses,
     Cancel,
@@ -59,7 +60,7 @@ class SlotDisconnected:
 
 
 class ControlServer:
-    def __init__(self, host: str, attempt: Attempt, slots: int, events: queue.Queue,
+    def __init__(self, host: str, attempt: Attempt, slots: int, events: queue.Queue, security: ConnectionSecurity,
                  checkpoint_inbox: queue.Queue | None = None, on_metrics=None):
         self.attempt = attempt
         self.on_metrics = on_metrics  # takes each MetricsReport, on the slot's serving thread; must be quick
@@ -73,7 +74,8 @@ class ControlServer:
         self._cancel: Cancel | None = None  # once the attempt is cancelled: every slot that registers gets it
         self._last_heard: dict[int, float] = {}  # slot -> monotonic time of its last message
         self._lock = threading.Lock()
-        self._acceptor = Acceptor(host, self._serve, "chandy-control-conn", backlog=max(16, slots * 2))
+        self._acceptor = Acceptor(host, self._serve, "chandy-control-conn", security, "control",
+                                  f"the control server of attempt {attempt}", backlog=max(16, slots * 2))
         self.address = self._acceptor.address
         self._acceptor.start()
 
@@ -81,8 +83,8 @@ class ControlServer:
     def _closed(self) -> bool:
         return self._acceptor.closed
 
-    def _serve(self, sock: socket.socket) -> None:
-        conn = MessageSocket(sock)
+    def _serve(self, stream, peer: str) -> None:
+        conn = MessageSocket(stream, f"the slot at {peer}")
         slot = None
         try:
             while True:
@@ -98,7 +100,11 @@ class ControlServer:
                         self._take_metrics(message)
                     continue
                 if isinstance(message, Register):
+                    if not 0 <= message.slot < self.slots:
+                        raise ProtocolError(f"the slot at {peer} registered as slot {message.slot}, but attempt "
+                                            f"{self.attempt} has slots 0..{self.slots - 1}")
                     slot = message.slot
+                    conn.peer = f"slot {slot} at {peer}"
                     self._register(message, conn)
                 elif isinstance(message, CheckpointMessage):
                     if self.checkpoint_inbox is not None:  # None: checkpointing is off, nobody listens
@@ -110,6 +116,8 @@ class ControlServer:
                     self.events.put(message)
         except (ConnectionClosed, OSError, EOFError):
             pass
+        except ProtocolError as exc:  # an authenticated peer that breaks the protocol: a bug, or another version
+            log.error("Control connection of attempt %d closed: %s", self.attempt, exc)
         finally:
             conn.close()
             with self._lock:

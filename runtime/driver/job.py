@@ -53,6 +53,8 @@ from runtime.errors import (
 from runtime.executor.entry import barrier_task
 from runtime.graph.job_graph import JobGraph
 from runtime.ids import Attempt
+from runtime.network.security import ConnectionSecurity
+from runtime.network.tls import TlsMaterial
 from runtime.protocol.messages import Cancel, FailurePhase, SlotFailed, StopSources
 
 __all__ = ["JobMaster", "CancelRequested", "CheckpointFailure"]
@@ -86,8 +88,9 @@ def _driver_host(spark) -> str:
 class JobMaster:
     def __init__(self, graph: JobGraph, spark, sinks: dict[str, Any], restart: RestartStrategy,
                  coordinator: CheckpointCoordinator | None = None, restore: RestorePoint | None = None,
-                 dashboard: DashboardSettings | None = None, progress: bool = False):
+                 dashboard: DashboardSettings | None = None, progress: bool = False, tls: TlsMaterial | None = None):
         self.graph = graph
+        self.tls = tls  # None: internal connections are authenticated, not encrypted
         self.dashboard = dashboard  # None: no web server for this job
         self.progress: ProgressLine | None = ProgressLine(self) if progress else None
         self.spark = spark
@@ -115,6 +118,7 @@ class JobMaster:
         self.started_ms: int | None = None  # wall clock, epoch ms
         self.ended_ms: int | None = None
         self.dashboard_url: str | None = None  # where the driver's web server shows this job, if it runs
+        self.dashboard_url_with_token: str | None = None  # the same, for a browser that may act on the job
         self._cancel_requested = False  # a cancel that arrived while the master was busy with something else
         self._handlers: dict[type, Callable[[Any], Any]] = {
             StageCompleted: lambda event: self._finish(event.results),
@@ -151,12 +155,13 @@ class JobMaster:
         if server is not None:
             server.register(self)
             self.dashboard_url = f"{server.url}/#/jobs/{self.job_id}"
+            self.dashboard_url_with_token = f"{server.url}/?token={server.guard.token}#/jobs/{self.job_id}"
         log.info("Job '%s' (%s) starting: parallelism %d, %d slots, %s%s", graph.job_name, self.job_id[:8],
                  parallelism, graph.slots, checkpoints, f"; dashboard {self.dashboard_url}" if server else "")
         log.debug("%s", graph.describe())
         self.job_control = None
         if self.coordinator is not None:  # chandy savepoint / stop / cancel find the job through its storage
-            self.job_control = JobControlServer(self, _driver_host(self.spark))
+            self.job_control = JobControlServer(self, _driver_host(self.spark), self.tls)
             try:
                 self.coordinator.storage.publish_job_control(self.job_control.describe())
             except Exception as exc:  # the job runs without it: only the CLI cannot reach it
@@ -428,7 +433,8 @@ class JobMaster:
                                                    restore.checkpoint.savepoint)
         inbox = self.coordinator_loop.inbox if self.coordinator_loop is not None else None
         self.metrics.start_attempt(self.attempt)
-        self.control = ControlServer(_driver_host(self.spark), self.attempt, graph.slots, self.events, inbox,
+        security = ConnectionSecurity.new(self.tls)  # a new secret per attempt: an old attempt's is worth nothing
+        self.control = ControlServer(_driver_host(self.spark), self.attempt, graph.slots, self.events, security, inbox,
                                      self.metrics.on_report)
         if self.coordinator is not None:
             self.coordinator.start_attempt(self.attempt, self.control)
@@ -436,7 +442,7 @@ class JobMaster:
         stop = self.coordinator.stop_sources if self.coordinator is not None else None
         if stop is not None:
             stop = StopSources(self.attempt, stop.drain)
-        task = barrier_task(self._payload, self.control.address, self.attempt, restore_payload, stop)
+        task = barrier_task(self._payload, self.control.address, security, self.attempt, restore_payload, stop)
         description = f"Chandy job '{graph.job_name}' ({self.job_id[:8]}) attempt {self.attempt}"
         if self.dashboard_url:
             description += f": {self.dashboard_url}"

@@ -120,10 +120,11 @@ class JobClient:
         ``POST /jobs/<id>/checkpoints``). Raises CheckpointError when it failed or the job has no checkpointing."""
         return self._run.trigger_checkpoint().result(timeout)
 
-    def get_dashboard_url(self) -> str | None:
+    def get_dashboard_url(self, with_token: bool = False) -> str | None:
         """Where the driver's web dashboard shows this job (its REST API is under the same address), or None
-        when the dashboard is off (``spark.chandy.ui.enabled=false``) or could not start."""
-        return self._run.dashboard_url
+        when the dashboard is off (``spark.chandy.ui.enabled=false``) or could not start. ``with_token``: with the
+        token its actions need (``?token=``), for a browser of someone who may act on the job."""
+        return self._run.dashboard_url_with_token if with_token else self._run.dashboard_url
 
     def get_job_execution_result(self, timeout: float | None = None) -> JobResult:
         """Wait for the job to end; returns its result or raises why it failed or was cancelled."""

@@ -14,6 +14,7 @@ import cloudpickle
 
 from runtime.executor.slot import SlotRunner, report_before_registering
 from runtime.ids import Attempt, SlotIndex, SubtaskIndex
+from runtime.network.security import ConnectionSecurity
 from runtime.protocol.messages import FailurePhase, SlotFailed, StopSources
 
 __all__ = ["barrier_task"]
@@ -21,21 +22,22 @@ __all__ = ["barrier_task"]
 log = logging.getLogger(__name__)
 
 
-def _report_unloadable_job(coordinator: tuple[str, int], attempt: Attempt, slot: SlotIndex,
-                           exc: BaseException) -> None:
+def _report_unloadable_job(coordinator: tuple[str, int], security: ConnectionSecurity, attempt: Attempt,
+                           slot: SlotIndex, exc: BaseException) -> None:
     """The job's functions do not load here (usually: a module the driver has and the executor lacks)."""
     message = (f"the job could not be loaded on the executor: {type(exc).__name__}: {exc}. Modules your "
                "functions use must exist on the executors too: ship them with spark-submit --py-files "
                "(or SparkContext.addPyFile), or install them there.")
     # A module missing here is missing on every attempt: restarting cannot help.
-    report_before_registering(coordinator, SlotFailed(
+    report_before_registering(coordinator, security, SlotFailed(
         attempt, slot, None, None, SubtaskIndex(slot), type(exc).__name__, message,
         "".join(traceback.format_exception(exc)), retryable=False, phase=FailurePhase.LOAD))
 
 
-def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: Attempt,
+def barrier_task(payload: bytes, coordinator: tuple[str, int], security: ConnectionSecurity, attempt: Attempt,
                  restore_payload: bytes | None = None, stop_sources: StopSources | None = None):
     """The function Spark runs in every barrier task: ``rdd.barrier().mapPartitions(barrier_task(...))``.
+    ``security`` (the attempt's secret, TLS material) travels inside the task, over Spark's own channel.
     ``stop_sources``: the job is stopping with a savepoint, so its sources read nothing in this attempt."""
 
     def run(_partition):
@@ -48,9 +50,10 @@ def barrier_task(payload: bytes, coordinator: tuple[str, int], attempt: Attempt,
             graph = cloudpickle.loads(payload)
             restore_storage, restore = pickle.loads(restore_payload) if restore_payload else (None, None)
         except Exception as exc:
-            _report_unloadable_job(coordinator, attempt, slot, exc)
+            _report_unloadable_job(coordinator, security, attempt, slot, exc)
             raise
-        results = SlotRunner(graph, coordinator, attempt, slot, host, restore, restore_storage, stop_sources).run()
+        results = SlotRunner(graph, coordinator, attempt, slot, host, security, restore, restore_storage,
+                             stop_sources).run()
         yield cloudpickle.dumps(results)
 
     return run

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-import socket
 import threading
 import time
 import traceback
@@ -25,7 +24,7 @@ from typing import Any
 import cloudpickle
 
 from operators.context import SubtaskInfo
-from runtime.errors import ProtocolError, is_retryable
+from runtime.errors import AuthenticationError, ProtocolError, is_retryable
 from runtime.executor.channel_state import read_channel_state
 from runtime.executor.metrics import metrics_report
 from runtime.executor.restore import restore_operator
@@ -37,6 +36,7 @@ from runtime.keys.key_groups import key_group_range
 from runtime.network.channels import Cancelled, DataServer, InputGate, LocalChannel, RemoteChannel
 from runtime.network.codec import codec_for
 from runtime.network.record_writer import ColumnarEdgeWriter, EdgeWriter, RecordWriter
+from runtime.network.security import ConnectionSecurity
 from runtime.protocol.checkpoints import RestoreSpec
 from runtime.protocol.messages import (
     Addresses,
@@ -66,9 +66,10 @@ class SlotRunner:
     """Everything one barrier task runs; see the module docstring."""
 
     def __init__(self, graph: JobGraph, coordinator: tuple[str, int], attempt: Attempt, slot: SlotIndex, host: str,
-                 restore: dict[str, dict[SubtaskIndex, RestoreSpec]] | None = None, restore_storage=None,
-                 stop_sources: StopSources | None = None):
+                 security: ConnectionSecurity, restore: dict[str, dict[SubtaskIndex, RestoreSpec]] | None = None,
+                 restore_storage=None, stop_sources: StopSources | None = None):
         self.graph = graph
+        self.security = security  # what every connection of this attempt proves (and checks) first
         # Set once the job stops with a savepoint (stop_with_savepoint): source subtasks read no more. Given at
         # the start of an attempt that follows such a request, so that they read nothing at all.
         self.stop_sources = stop_sources
@@ -126,13 +127,24 @@ class SlotRunner:
                 runner.replay = read_channel_state(self.restore_storage, spec, self.slot, chain.parallelism)
             self.runners.append(runner)
 
-    def _route(self, edge_id: int, producer: int, consumer: int):
-        edge = self.graph.edges[edge_id]
+    def _route(self, edge_id: int, producer: int, consumer: int, peer: str):
+        """The gate, channel index and codec of a data connection's header; ProtocolError naming the peer when the
+        header names a channel this slot does not have."""
+        edges = self.graph.edges
+        if not 0 <= edge_id < len(edges):
+            raise ProtocolError(f"the data connection from {peer} names edge {edge_id}, but the job has edges "
+                                f"0..{len(edges) - 1}")
+        edge = edges[edge_id]
         if consumer != self.slot:
-            raise ProtocolError(f"a channel for subtask {consumer} arrived at slot {self.slot}")
-        gate = self.gates[edge.target_chain]
+            raise ProtocolError(f"the data connection from {peer} is for subtask {consumer}, but arrived at slot "
+                                f"{self.slot}")
+        gate = self.gates.get(edge.target_chain)
+        index = gate.index_of.get((edge_id, producer)) if gate is not None else None
+        if index is None:
+            raise ProtocolError(f"the data connection from {peer} names producer subtask {producer} of edge {edge_id}, "
+                                f"which sends nothing to subtask {self.slot}")
         producer_name = self.graph.chains[edge.source_chain].operators[-1].name
-        return gate, gate.index_of[(edge_id, producer)], codec_for(edge.type_info, edge.schema, producer_name)
+        return gate, index, codec_for(edge.type_info, edge.schema, producer_name)
 
     def _connect_outputs(self, addresses: tuple[tuple[str, int], ...]) -> None:
         graph = self.graph
@@ -148,7 +160,8 @@ class SlotRunner:
                         gate = self.gates[edge.target_chain]
                         channels[target] = LocalChannel(gate, gate.index_of[(edge.id, self.slot)])
                     else:
-                        channel = RemoteChannel(addresses[target], self.attempt, edge.id, self.slot, target, codec)
+                        channel = RemoteChannel(addresses[target], self.security, self.attempt, edge.id, self.slot,
+                                                target, codec)
                         self._remote_channels.append(channel)
                         channels[target] = channel
                     channels[target].overdraft = unaligned
@@ -164,9 +177,9 @@ class SlotRunner:
     # -- control --------------------------------------------------------------------------------------
 
     def _register(self) -> tuple[tuple[str, int], ...]:
-        sock = socket.create_connection(self.coordinator, timeout=30)
-        sock.settimeout(REGISTRATION_TIMEOUT_S)
-        self.control = MessageSocket(sock)
+        stream = self.security.connect(self.coordinator, "control", timeout_s=30)
+        stream.settimeout(REGISTRATION_TIMEOUT_S)
+        self.control = MessageSocket(stream, "the driver")
         self.control.send(Register(self.attempt, self.slot, self.server.address[0], self.server.address[1],
                                    os.getpid()))
         # Beat from now on: waiting for slots that restore large state is no hang.
@@ -176,7 +189,7 @@ class SlotRunner:
             if message.attempt != self.attempt:
                 continue
             if isinstance(message, Addresses):
-                sock.settimeout(None)
+                stream.settimeout(None)
                 return message.addresses
             if isinstance(message, Cancel):
                 raise Cancelled()
@@ -327,10 +340,10 @@ class SlotRunner:
         try:
             self._build_runners()  # restores state: before the data server takes connections for the gates
         except BaseException as exc:  # nobody is connected yet: report on a connection of its own
-            report_before_registering(self.coordinator, self._failure_report(
+            report_before_registering(self.coordinator, self.security, self._failure_report(
                 exc, FailurePhase.LOAD, "setting up the slot (restoring its state) failed: "))
             raise
-        self.server = DataServer(self.host, self.attempt, self._route, self.fail)
+        self.server = DataServer(self.host, self.attempt, self.security, self.slot, self._route, self.fail)
         self.server.start()
         threads: list[threading.Thread] = []
         listener = None
@@ -393,10 +406,16 @@ class SlotRunner:
                 log.exception("closing a keyed state backend failed")
 
 
-def report_before_registering(coordinator: tuple[str, int], message: SlotFailed) -> None:
+def report_before_registering(coordinator: tuple[str, int], security: ConnectionSecurity, message: SlotFailed) -> None:
     """Tell the driver about a failure before the slot has a control connection."""
     try:
-        with socket.create_connection(coordinator, timeout=30) as sock:
-            MessageSocket(sock).send(message)
-    except OSError:
-        log.error("Could not report to the driver: %s", message.error_message)
+        connection = MessageSocket(security.connect(coordinator, "control", timeout_s=30), "the driver")
+    except (OSError, AuthenticationError) as exc:
+        log.error("Could not report to the driver (%s): %s", exc, message.error_message)
+        return
+    try:
+        connection.send(message)
+    except OSError as exc:
+        log.error("Could not report to the driver (%s): %s", exc, message.error_message)
+    finally:
+        connection.close()

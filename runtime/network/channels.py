@@ -7,7 +7,8 @@ remote channel: its reader thread stops granting credits, and the sender runs ou
 the backpressure there is. The consumer reads channels round-robin and can leave a channel unread
 (``block``) while others catch up, which is what barrier alignment needs.
 
-A remote channel is one TCP connection carrying a fixed header, then one Arrow IPC stream; back the other
+A remote channel is one TCP connection (authenticated first, :mod:`runtime.network.security`, and in TLS when the
+job encrypts) carrying a fixed header, then one Arrow IPC stream; back the other
 way, one byte per batch the consumer's subtask took from its gate, a credit for the producer to send another
 (Flink's credit-based flow control, counted in batches). The reader thread never blocks: what it puts in the
 gate was credited, so a remote channel's queue holds at most ``CREDITS`` batches, and a barrier that overtakes
@@ -34,7 +35,6 @@ the gate. The producer cuts its batches to it (:mod:`runtime.network.record_writ
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import select
 import socket
@@ -46,9 +46,13 @@ from typing import Callable
 
 import pyarrow as pa
 
+from runtime.errors import ProtocolError
 from runtime.network.acceptor import Acceptor
 from runtime.network.codec import RecordCodec
+from runtime.network.gil_send import send_keeping_gil
 from runtime.network.in_flight import InFlightRecorder
+from runtime.network.security import ConnectionSecurity
+from runtime.network.tls import TlsStream
 from runtime.network.wait_timer import WaitTimer
 from runtime.protocol.events import CheckpointBarrier, EndOfInput, Event, event_from_metadata
 from runtime.protocol.records import TimestampedBatch, count_records
@@ -88,37 +92,21 @@ def limit_of_credit(value: int) -> int | None:
 _CREDIT_BYTES = [bytes([v]) for v in range(256)]
 
 
-def _credit_sender(sock: socket.socket) -> Callable[[bytes], None]:
+def _credit_sender(stream) -> Callable[[bytes], None]:
     """Sends one credit without letting go of the GIL (it is sent by the consumer's subtask thread, under its
-    gate's lock). ``socket.send`` releases it, and getting it back from a busy thread takes a switch interval
-    (5 ms): once per batch, that was a bottleneck. The byte always fits (at most CREDITS are ever unread), so a
-    non-blocking ``send(2)`` through ctypes.PyDLL, which keeps the GIL, returns at once; anything else falls
-    back."""
-    def send_or_break(credit: bytes) -> None:
-        """The ordinary way, which raises if it fails; a connection that cannot take a credit is broken for its
-        reader too (shut down), which reports it: its producer would otherwise wait for credits forever."""
+    gate's lock; see :mod:`runtime.network.gil_send`). A connection that cannot take a credit is broken for its
+    reader too (shut down), which reports it: its producer would otherwise wait for credits forever."""
+    send = stream.sendall if isinstance(stream, TlsStream) else send_keeping_gil(stream)  # TLS's sends keep it too
+
+    def send_credit(credit: bytes) -> None:
         try:
-            sock.sendall(credit)
+            send(credit)
         except OSError:
             try:
-                sock.shutdown(socket.SHUT_RDWR)
+                stream.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
             raise
-
-    try:
-        libc_send = ctypes.PyDLL(None).send
-        libc_send.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int)
-        libc_send.restype = ctypes.c_ssize_t
-        flags = socket.MSG_DONTWAIT | getattr(socket, "MSG_NOSIGNAL", 0)
-    except (AttributeError, OSError):  # no libc send(2) here
-        return send_or_break
-    fd = sock.fileno()  # stays open while the reader holds its makefile(): close() from elsewhere defers to it
-
-    def send_credit(credit: bytes) -> None:
-        if libc_send(fd, credit, 1, flags) != 1:
-            send_or_break(credit)  # would block or failed
-
     return send_credit
 
 
@@ -395,21 +383,14 @@ class LocalChannel:
         pass
 
 
-def _connect(address: tuple[str, int], timeout: float) -> socket.socket:
-    sock = socket.create_connection(address, timeout=timeout)
-    sock.settimeout(None)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
-
-
 class RemoteChannel:
     """Producer end of a channel to a consumer in another slot: an Arrow IPC stream over TCP."""
 
-    def __init__(self, address: tuple[str, int], attempt: int, edge_id: int, producer: int, consumer: int,
-                 codec: RecordCodec, connect_timeout: float = 60.0):
+    def __init__(self, address: tuple[str, int], security: ConnectionSecurity, attempt: int, edge_id: int,
+                 producer: int, consumer: int, codec: RecordCodec, connect_timeout: float = 60.0):
         self.codec = codec
         self.consumer = consumer
-        self.sock = _connect(address, connect_timeout)
+        self.sock = security.connect(address, "data", connect_timeout)
         self._credits = CREDITS  # below zero after an overdraft
         self.records_sent = 0
         self.bytes_sent = 0
@@ -506,7 +487,9 @@ class RemoteChannel:
 
     def abort(self) -> None:
         """Tear the connection down without ending the stream (cancellation)."""
-        for closer in (self.file.close, lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
+        # Shut down first: a send blocked on a full socket (or holding a TLS stream's write lock) fails at once,
+        # and closing the file then cannot wait behind it.
+        for closer in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.file.close, self.sock.close):
             try:
                 closer()
             except (OSError, ValueError):
@@ -516,16 +499,20 @@ class RemoteChannel:
 class DataServer:
     """Accepts remote channels for the consumer subtasks of one slot and feeds their input gates.
 
-    ``route(edge id, producer, consumer)`` returns ``(gate, channel index, codec)`` for a channel header.
-    One reader thread per connection decodes batches into the gate; it never waits there (what it puts was
-    credited). The consumer's subtask thread returns the credits as it takes the batches.
+    Every connection is authenticated first (:class:`~runtime.network.acceptor.Acceptor`); only then is its header
+    read. ``route(edge id, producer, consumer, peer)`` returns ``(gate, channel index, codec)`` for a header, or
+    raises ProtocolError naming the peer. One reader thread per connection decodes batches into the gate; it never
+    waits there (what it puts was credited). The consumer's subtask thread returns the credits as it takes the
+    batches.
     """
 
-    def __init__(self, host: str, attempt: int, route: Callable, on_error: Callable[[BaseException], None]):
+    def __init__(self, host: str, attempt: int, security: ConnectionSecurity, slot: int, route: Callable,
+                 on_error: Callable[[BaseException], None]):
         self.attempt = attempt
         self.route = route
         self.on_error = on_error
-        self._acceptor = Acceptor(host, self._read_loop, "chandy-read")
+        self._acceptor = Acceptor(host, self._read_loop, "chandy-read", security, "data",
+                                  f"the data server of slot {slot} (attempt {attempt})")
         self.address = self._acceptor.address
 
     @property
@@ -535,21 +522,25 @@ class DataServer:
     def start(self) -> None:
         self._acceptor.start()
 
-    def _read_loop(self, sock: socket.socket) -> None:
-        producer = "?"
+    def _read_loop(self, stream, peer: str) -> None:
+        producer = f"the slot at {peer}"
         gate = index = None
         try:
-            file = sock.makefile("rb", buffering=1 << 16)
+            file = stream.makefile("rb", buffering=1 << 16)
             header = file.read(_HEADER.size)
             if len(header) < _HEADER.size:
                 raise ConnectionError("connection closed before its header")
-            magic, attempt, edge_id, producer, consumer = _HEADER.unpack(header)
-            if magic != _MAGIC or attempt != self.attempt:
-                log.warning("Dropping data connection of attempt %s (expected %s)", attempt, self.attempt)
-                return
-            gate, index, codec = self.route(edge_id, producer, consumer)
-            reader = pa.ipc.open_stream(file)
-            gate.attach_credits(index, _credit_sender(sock))
+            magic, attempt, edge_id, subtask, consumer = _HEADER.unpack(header)
+            if magic != _MAGIC or attempt != self.attempt:  # authenticated for this attempt: a bug, or a version
+                raise ProtocolError(f"the data connection from {peer} opened with {header!r}, not a channel "
+                                    f"header of attempt {self.attempt}")
+            gate, index, codec = self.route(edge_id, subtask, consumer, peer)
+            producer = f"subtask {subtask} at {peer}"
+            try:
+                reader = pa.ipc.open_stream(file)
+            except pa.ArrowInvalid as exc:
+                raise ProtocolError(f"the data connection from {producer} carries no Arrow stream: {exc}") from None
+            gate.attach_credits(index, _credit_sender(stream))
             while True:
                 try:
                     batch, metadata = reader.read_next_batch_with_custom_metadata()
@@ -567,15 +558,18 @@ class DataServer:
                         break
         except Cancelled:
             pass
+        except ProtocolError as exc:  # the peer is the job's own: a bug or another version, which a restart repeats
+            if not self._closed:
+                self.on_error(exc)
         except BaseException as exc:  # a broken peer or a corrupt stream fails the slot
             if not self._closed:
-                self.on_error(ConnectionError(f"data connection from subtask {producer} broke: "
+                self.on_error(ConnectionError(f"data connection from {producer} broke: "
                                               f"{type(exc).__name__}: {exc}"))
         finally:
             if gate is not None:  # no credit may go to a closed socket (its descriptor may be reused)
                 gate.attach_credits(index, None)
             try:
-                sock.close()
+                stream.close()
             except OSError:
                 pass
 

@@ -1,15 +1,23 @@
-"""Length-prefixed framing of control messages over a socket.
+"""Length-prefixed framing of control messages over an authenticated stream.
 
-A frame is a 4-byte big-endian length and a pickle of one :mod:`runtime.protocol.messages` value. Both ends are
-Chandy processes of the same job, so pickle is safe here; it is never used on data from outside.
+A frame is a 4-byte big-endian length and a pickle of one :mod:`runtime.protocol.messages` value. Frames are only
+read from a stream whose peer proved that it holds the job attempt's secret
+(:mod:`runtime.network.security`): a peer that could not, never gets a byte of it unpickled. A frame longer than
+:data:`MAX_FRAME_BYTES`, or one that does not unpickle to a message, is a :class:`ProtocolError` naming the peer.
 
+>>> import socket
 >>> from runtime.protocol.messages import Cancel
->>> server = socket.create_server(("127.0.0.1", 0))
->>> sender = MessageSocket(socket.create_connection(server.getsockname()))
->>> receiver = MessageSocket(server.accept()[0])
+>>> a, b = socket.socketpair()
+>>> sender, receiver = MessageSocket(a, "the driver"), MessageSocket(b, "slot 0")
 >>> sender.send(Cancel(attempt=3, reason="cancelled by the user")); receiver.receive()
 Cancel(attempt=3, reason='cancelled by the user')
->>> sender.close(); receiver.close(); server.close()
+>>> a.sendall(b"\\xff\\xff\\xff\\xff")
+>>> try:
+...     receiver.receive()
+... except ProtocolError as error:
+...     print(error)
+slot 0 sent a control frame of 4,294,967,295 bytes, more than the 64 MiB a control message may have: it is not a Chandy process of this version
+>>> sender.close(); receiver.close()
 """
 
 from __future__ import annotations
@@ -19,11 +27,15 @@ import socket
 import struct
 import threading
 
+from runtime.errors import ProtocolError
 from runtime.protocol.messages import Message
 
-__all__ = ["MessageSocket", "ConnectionClosed"]
+__all__ = ["MessageSocket", "ConnectionClosed", "MAX_FRAME_BYTES"]
 
 _LENGTH = struct.Struct(">I")
+# Larger than any control message (the largest: an acknowledgement listing thousands of RocksDB files, a
+# failure with its traceback), small enough that a broken peer cannot make the driver allocate gigabytes.
+MAX_FRAME_BYTES = 64 << 20
 
 
 class ConnectionClosed(ConnectionError):
@@ -31,11 +43,12 @@ class ConnectionClosed(ConnectionError):
 
 
 class MessageSocket:
-    """Send and receive whole messages; ``send`` is safe from several threads."""
+    """Send and receive whole messages over ``stream`` (a socket, or a TLS stream that reads and writes like
+    one); ``send`` is safe from several threads. ``peer`` names the other end in errors."""
 
-    def __init__(self, sock: socket.socket):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock = sock
+    def __init__(self, stream, peer: str):
+        self.sock = stream
+        self.peer = peer
         self._send_lock = threading.Lock()
 
     def send(self, message: Message) -> None:
@@ -48,14 +61,27 @@ class MessageSocket:
         while n:
             chunk = self.sock.recv(min(n, 1 << 20))
             if not chunk:
-                raise ConnectionClosed("control connection closed by peer")
+                raise ConnectionClosed(f"the control connection with {self.peer} was closed")
             chunks.append(chunk)
             n -= len(chunk)
         return b"".join(chunks)
 
     def receive(self) -> Message:
         (length,) = _LENGTH.unpack(self._read_exactly(_LENGTH.size))
-        return pickle.loads(self._read_exactly(length))
+        if length > MAX_FRAME_BYTES:
+            raise ProtocolError(f"{self.peer} sent a control frame of {length:,} bytes, more than the "
+                                f"{MAX_FRAME_BYTES >> 20} MiB a control message may have: it is not a Chandy process "
+                                "of this version")
+        payload = self._read_exactly(length)
+        try:
+            message = pickle.loads(payload)
+        except Exception as exc:
+            raise ProtocolError(f"{self.peer} sent a control frame that is no message ({type(exc).__name__}: "
+                                f"{exc}): it is not a Chandy process of this version") from None
+        if not isinstance(message, Message):
+            raise ProtocolError(f"{self.peer} sent a {type(message).__name__} where a control message belongs: it is "
+                                "not a Chandy process of this version")
+        return message
 
     def close(self) -> None:
         try:

@@ -31,7 +31,8 @@ def control_job(directory: str, action: str, path: str | None = None, drain: boo
     arguments = {"path": path}
     if action == "stop":
         arguments["drain"] = drain
-    answer = request((endpoint["host"], endpoint["port"]), endpoint["token"], action, **arguments)
+    answer = request((endpoint["host"], endpoint["port"]), endpoint["token"], action,
+                     certificate=endpoint.get("certificate"), **arguments)
     if not answer.get("ok"):
         raise JobControlError(f"Job '{endpoint.get('job_name')}' ({endpoint.get('job_id', '?')[:8]}): "
                               f"{answer.get('error')}")

@@ -2,12 +2,16 @@
 (:mod:`runtime.driver.web`) from a terminal.
 
 URL is the dashboard's address as the job's log line prints it (``http://host:8081/#/jobs/<id>``), or just
-``http://host:8081`` (then the job is the only one running there), or ``host:port``.
+``http://host:8081`` (then the job is the only one running there), or ``host:port``. Actions (``cancel``,
+``trigger-checkpoint``) need the server's token (:mod:`runtime.driver.web.access`): in the URL as the driver's log
+prints it (``http://host:8081/?token=...``), or in the environment variable ``CHANDY_UI_TOKEN``.
 
 >>> parse_url("http://10.0.0.5:8081/#/jobs/ab12cd")
 ('http://10.0.0.5:8081', 'ab12cd')
 >>> parse_url("10.0.0.5:8082")
 ('http://10.0.0.5:8082', None)
+>>> parse_url("http://10.0.0.5:8081/?token=Xy-1#/jobs/ab12cd"), token_of("http://10.0.0.5:8081/?token=Xy-1")
+(('http://10.0.0.5:8081', 'ab12cd'), 'Xy-1')
 >>> jobs("http://127.0.0.1:9")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -17,18 +21,21 @@ runtime.errors.JobControlError: No Chandy dashboard answers at http://127.0.0.1:
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from runtime.errors import JobControlError
 from runtime.units import human_bytes, human_count
 
-__all__ = ["parse_url", "jobs", "status", "cancel", "trigger_checkpoint", "DEFAULT_URL"]
+__all__ = ["parse_url", "token_of", "jobs", "status", "cancel", "trigger_checkpoint", "DEFAULT_URL", "TOKEN_ENV"]
 
 DEFAULT_URL = "http://localhost:8081"
-_JOB_IN_URL = re.compile(r"^(?P<base>.*?)/(?:#/)?jobs/(?P<job>[0-9a-fA-F]+)")
+TOKEN_ENV = "CHANDY_UI_TOKEN"
+_JOB_IN_URL = re.compile(r"^(?P<base>.*?)/(?:\?[^#]*)?(?:#/)?jobs/(?P<job>[0-9a-fA-F]+)")
 
 
 def parse_url(url: str) -> tuple[str, str | None]:
@@ -39,13 +46,21 @@ def parse_url(url: str) -> tuple[str, str | None]:
     match = _JOB_IN_URL.match(url)
     if match:
         return match.group("base").rstrip("/#"), match.group("job")
-    return url.split("#", 1)[0].rstrip("/"), None
+    return url.split("#", 1)[0].split("?", 1)[0].rstrip("/"), None
 
 
-def _call(base: str, path: str, method: str = "GET") -> dict:
+def token_of(url: str) -> str | None:
+    """The token in ``url`` (``?token=``), else the environment's ``CHANDY_UI_TOKEN``, else None."""
+    query = urllib.parse.urlsplit(url if "://" in url else "http://" + url).query
+    return urllib.parse.parse_qs(query).get("token", [None])[0] or os.environ.get(TOKEN_ENV) or None
+
+
+def _call(base: str, path: str, method: str = "GET", token: str | None = None) -> dict:
     action = method in ("POST", "PATCH")
-    request = urllib.request.Request(base + path, method=method, data=b"{}" if action else None,
-                                     headers={"Content-Type": "application/json"} if action else {})
+    headers = {"Content-Type": "application/json"} if action else {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(base + path, method=method, data=b"{}" if action else None, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as answer:
             return json.loads(answer.read() or b"{}")
@@ -54,7 +69,9 @@ def _call(base: str, path: str, method: str = "GET") -> dict:
             errors = json.loads(exc.read()).get("errors") or [exc.reason]
         except ValueError:
             errors = [str(exc.reason)]
-        raise JobControlError(f"{method} {base}{path}: {exc.code} {'; '.join(errors)}") from None
+        hint = (f" For the chandy command: pass the URL with ?token=... as the log prints it, or set {TOKEN_ENV}."
+                if exc.code in (401, 403) else "")
+        raise JobControlError(f"{method} {base}{path}: {exc.code} {'; '.join(errors)}{hint}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise JobControlError(f"No Chandy dashboard answers at {base} ({getattr(exc, 'reason', exc)}): the driver "
                               "is not running, or it listens elsewhere (its log says where: 'Chandy dashboard and "
@@ -68,7 +85,7 @@ def _job_id(url: str) -> tuple[str, str]:
     base, job = parse_url(url)
     if job is not None:
         return base, job
-    listed = _call(base, "/jobs/overview")["jobs"]
+    listed = _call(base, "/jobs/overview", token=token_of(url))["jobs"]
     running = [j for j in listed if j["state"] not in ("FINISHED", "FAILED", "CANCELED")]
     if len(running) == 1:
         return base, running[0]["jid"]
@@ -83,7 +100,7 @@ def _job_id(url: str) -> tuple[str, str]:
 def jobs(url: str = DEFAULT_URL) -> str:
     """One line per job of the driver at ``url``."""
     base, _ = parse_url(url)
-    listed = _call(base, "/jobs/overview")["jobs"]
+    listed = _call(base, "/jobs/overview", token=token_of(url))["jobs"]
     if not listed:
         return f"No job has run at {base}."
     lines = [f"{'ID':8}  {'STATE':10}  {'DURATION':>9}  {'RESTARTS':>8}  {'IN/S':>7}  {'OUT/S':>7}  NAME"]
@@ -97,8 +114,8 @@ def jobs(url: str = DEFAULT_URL) -> str:
 def status(url: str) -> str:
     """The job's state, throughput per operator and its checkpoints."""
     base, job = _job_id(url)
-    details = _call(base, f"/jobs/{job}")
-    checkpoints = _call(base, f"/jobs/{job}/checkpoints")
+    details = _call(base, f"/jobs/{job}", token=token_of(url))
+    checkpoints = _call(base, f"/jobs/{job}/checkpoints", token=token_of(url))
     lines = [f"Job '{details['name']}' ({details['jid']}): {details['state']}, {details['duration'] / 1000:.1f} s, "
              f"attempt {details['attempt']}, {details['restarts']} restarts",
              f"  records in {human_count(details['records-in-per-second'])}/s, out "
@@ -127,17 +144,17 @@ def status(url: str) -> str:
 
 def cancel(url: str) -> str:
     base, job = _job_id(url)
-    _call(base, f"/jobs/{job}?mode=cancel", "PATCH")
+    _call(base, f"/jobs/{job}?mode=cancel", "PATCH", token=token_of(url))
     return f"Cancelling job {job}."
 
 
 def trigger_checkpoint(url: str, timeout: float = 600.0) -> str:
     """Trigger a checkpoint and wait for it: its id once it completed."""
     base, job = _job_id(url)
-    trigger = _call(base, f"/jobs/{job}/checkpoints", "POST")["request-id"]
+    trigger = _call(base, f"/jobs/{job}/checkpoints", "POST", token=token_of(url))["request-id"]
     deadline = time.monotonic() + timeout
     while True:
-        answer = _call(base, f"/jobs/{job}/checkpoints/{trigger}")
+        answer = _call(base, f"/jobs/{job}/checkpoints/{trigger}", token=token_of(url))
         if answer["status"]["id"] == "COMPLETED":
             operation = answer["operation"]
             if "failure-cause" in operation:

@@ -33,9 +33,12 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def call(url, method="GET", body=None):
+def call(url, method="GET", body=None, token=None):
     data = json.dumps(body).encode() if body is not None else (b"" if method != "GET" else None)
-    request = urllib.request.Request(url, method=method, data=data, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, method=method, data=data, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=60) as answer:
             raw = answer.read()
@@ -72,6 +75,11 @@ def poll_until(stop, url, failures):
             return
         if status != 200:
             failures.append((url, status, answer))
+
+
+def token_of(client):
+    """The dashboard's token, as the driver's log line prints it (``?token=``)."""
+    return client.get_dashboard_url(with_token=True).split("?token=")[1].split("#")[0]
 
 
 def completed(base, job):
@@ -163,8 +171,17 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
         assert sorted(s["watermark"] for s in marks["numbers"]["subtasks"]) == [N // 2 - 2, N - 2]
         assert marks["count"]["lag-ms"] > 1_700_000_000_000, "event time near 1970: the lag is the time since"
 
-        # A checkpoint triggered now completes and is listed.
-        status, triggered = call(f"{base}/jobs/{job}/checkpoints", "POST")
+        # Actions need the dashboard's token (the driver listens on a network address): none is 401, a wrong one
+        # 403, both with a JSON error saying where the token is; reads need none.
+        token = token_of(client)
+        status, error = call(f"{base}/jobs/{job}/checkpoints", "POST")
+        assert status == 401 and "needs the dashboard's token" in error["errors"][0]
+        status, error = call(f"{base}/jobs/{job}", "PATCH", token="not-the-token")
+        assert status == 403 and "does not match" in error["errors"][0]
+        assert call(f"{base}/jobs/{job}")[1]["state"] == "RUNNING"
+
+        # A checkpoint triggered now (with the token) completes and is listed.
+        status, triggered = call(f"{base}/jobs/{job}/checkpoints", "POST", token=token)
         assert status == 202
         operation = f"{base}/jobs/{job}/checkpoints/{triggered['request-id']}"
         wait_for(lambda: call(operation)[1]["status"]["id"] == "COMPLETED", what="the triggered checkpoint")
@@ -174,7 +191,7 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
 
         # A savepoint by REST: its location once written.
         status, triggered = call(f"{base}/jobs/{job}/savepoints", "POST",
-                                 {"target-directory": str(tmp_path / "savepoints")})
+                                 {"target-directory": str(tmp_path / "savepoints")}, token=token)
         assert status == 202
         operation = f"{base}/jobs/{job}/savepoints/{triggered['request-id']}"
         wait_for(lambda: call(operation)[1]["status"]["id"] == "COMPLETED", what="the savepoint")
@@ -195,12 +212,14 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
         ours = [s for s in families["chandy_records_in"].samples if s.labels["job"] == job]
         assert {(s.labels["uid"], s.labels["subtask"]) for s in ours} == {(u, i) for u in uids for i in "01"}
 
-        # The CLI reads the same API.
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
+        # The CLI reads the same API; its actions take the token from the URL as the log prints it.
+        out, errors = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(errors):
             assert chandy(["status", url]) == 0
             assert chandy(["jobs", base]) == 0
-            assert chandy(["trigger-checkpoint", url]) == 0
+            assert chandy(["trigger-checkpoint", url]) == 2
+            assert chandy(["trigger-checkpoint", client.get_dashboard_url(with_token=True)]) == 0
+        assert "401" in errors.getvalue() and "?token=" in errors.getvalue()
         text = out.getvalue()
         assert "Job 'rest-api'" in text and "RUNNING" in text and "count per key (count, p=2)" in text
         assert job[:8] in text and "Checkpoint" in text and "completed" in text
@@ -241,11 +260,11 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
     assert sum(c["records"] for s in count_subtasks for c in s["input-channels"]) == N
 
     # Too late to cancel: 409, and the CLI says so.
-    status, error = call(f"{base}/jobs/{job}", "PATCH")
+    status, error = call(f"{base}/jobs/{job}", "PATCH", token=token)
     assert status == 409 and "FINISHED" in error["errors"][0]
     errors = io.StringIO()
     with contextlib.redirect_stderr(errors):
-        assert chandy(["cancel", url]) == 2
+        assert chandy(["cancel", client.get_dashboard_url(with_token=True)]) == 2
     assert "409" in errors.getvalue()
 
 
@@ -272,7 +291,7 @@ def test_exceptions_list_the_users_traceback_and_the_restart_and_cancel_ends_the
     assert "in fire" in entry["stacktrace"], "the user's own traceback, from the executor"
     assert answer["root-exception"] == entry["stacktrace"]
 
-    status, _ = call(f"{base}/jobs/{job}", "PATCH")
+    status, _ = call(f"{base}/jobs/{job}", "PATCH", token=token_of(client))
     assert status == 202
     with pytest.raises(JobCancelledError):
         client.get_job_execution_result()
@@ -320,6 +339,16 @@ def test_the_dashboard_in_chromium_shows_the_graph_and_live_panels_then_the_fina
                 wait_for(lambda: newest_checkpoint() > newest, what="a newer checkpoint")
                 assert page.text_content("#job-state") == "RUNNING"
                 page.screenshot(path=str(tmp_path / "dashboard-running.png"), full_page=True)
+
+                # Opened with the token, as the log prints the address, the page's button takes a checkpoint.
+                page.goto(client.get_dashboard_url(with_token=True))
+                page.wait_for_selector("#graph g.node")
+                assert "token" not in page.url, "the token is taken out of the address bar"
+                page.click("#trigger-checkpoint")
+                wait_for(lambda: page.get_attribute("#action-result", "data-request-id"), what="the request's id")
+                operation = f"{base}/jobs/{job}/checkpoints/{page.get_attribute('#action-result', 'data-request-id')}"
+                wait_for(lambda: call(operation)[1]["status"]["id"] == "COMPLETED", what="the page's checkpoint")
+                assert call(operation)[1]["operation"]["checkpointId"] > 0
 
                 open(tmp_path / "end", "w").close()
                 client.get_job_execution_result()

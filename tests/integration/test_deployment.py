@@ -16,26 +16,46 @@ from runtime.tools.packaging import build_pyfiles_zip
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CLUSTER_JOB = textwrap.dedent("""
-    import collections, os, socket, sys
+    import collections, os, socket, sys, time
     from pyspark.sql import SparkSession
     from runtime import StreamExecutionEnvironment
     from runtime.tools.demo import CountPerKey, final_counts
-    from operators import CollectSink
+    from operators import CollectSink, SequenceSource
+    from tests.integration.attack import attack, listening_ports
+    from tests.integration.paced import FileExists, PacedSource
 
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.chandy.network.encryption", "true")
              .config("spark.chandy.slotWaitSeconds", "180").getOrCreate())
     env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(2)
+    env.enable_checkpointing(200)
+    env.get_checkpoint_config().set_checkpoint_storage(os.path.abspath("ck"))
     sink = CollectSink()
-    env.from_sequence(0, 29_999).map(lambda x: (x % 101, os.getpid())).key_by(lambda kv: kv[0]) \\
+    # Runs until the attack is over (the file "end"), paced by its checkpoints.
+    numbers = PacedSource(SequenceSource(0, 29_999), per_checkpoint=2_000, end_when=FileExists(os.path.abspath("end")),
+                          together=os.path.abspath("paced"))
+    env.from_source(numbers, "numbers").map(lambda x: (x % 101, os.getpid())).key_by(lambda kv: kv[0]) \\
         .process(CountPerKey()).sink_to(sink)
     pids = CollectSink()
     env.from_sequence(0, 1).map(lambda x: os.getppid()).sink_to(pids)
-    result = env.execute("two-executors")
+    client = env.execute_async("two-executors")
+    master = client._run
+    while not master.coordinator.completed_checkpoints():
+        time.sleep(0.05)
+    registrations = list(master.control.registrations.values())
+    ours = {master.control.address, master.job_control.address} | {(r.host, r.port) for r in registrations}
+    ports = listening_ports([os.getpid()] + [r.pid for r in registrations])
+    closed = attack(ports, os.path.abspath("code-ran"), ours)
+    open("end", "w").close()
+    result = client.get_job_execution_result()
     counts = final_counts(result.collected(sink))
     expected = dict(collections.Counter(x % 101 for x in range(30_000)))
     executors = set(result.collected(pids))
-    print("EXACT" if counts == expected else "WRONG", "EXECUTOR_JVMS", len(executors))
+    harmless = ours <= ports and all(closed[p] for p in ours) and not os.path.exists("code-ran") \\
+        and result.restarts == 0
+    print("EXACT" if counts == expected else "WRONG", "EXECUTOR_JVMS", len(executors),
+          "ATTACK", "HARMLESS" if harmless else f"HARMFUL {ours} {ports} {closed} {result.restarts}")
     spark.stop()
 """)
 
@@ -47,13 +67,14 @@ def run(command, timeout, **kwargs):
 
 
 @pytest.mark.cluster
-def test_exact_answer_across_two_executor_jvms(tmp_path):
+def test_exact_answer_across_two_executor_jvms_in_tls_and_unharmed_by_an_outsider(tmp_path):
     script = tmp_path / "cluster_job.py"
     script.write_text(CLUSTER_JOB)
     out = run([sys.executable, str(script)], timeout=600, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-5000:]
-    # Each barrier task ran in a Python worker whose parent is a different executor JVM.
-    assert "EXACT EXECUTOR_JVMS 2" in out.stdout, out.stdout + out.stderr[-3000:]
+    # Each barrier task ran in a Python worker whose parent is a different executor JVM; its connections were in
+    # TLS, and an outsider's attack on every port of the driver and the workers ran nothing and changed nothing.
+    assert "EXACT EXECUTOR_JVMS 2 ATTACK HARMLESS" in out.stdout, out.stdout + out.stderr[-3000:]
 
 
 def test_demo_job_through_spark_submit_with_py_files(tmp_path):

@@ -14,6 +14,7 @@ import pytest
 
 from operators import CollectSink, MapFunction, SequenceSource
 from runtime import CheckpointingMode, JobFailedError, RestartStrategies
+from runtime.configuration import Configuration
 from tests.integration.jobs import CountPerKey
 from tests.integration.paced import PacedSource
 
@@ -80,6 +81,17 @@ def test_exactly_once_after_a_failure(env, tmp_path, parallelism, how):
     result = env.execute(f"exactly-once-{how}-p{parallelism}")
     assert result.restarts == 1, f"seed {seed}: the injected failure must have happened once"
     assert result.restored_from[0] is None and result.restored_from[1] is not None, f"seed {seed}"
+    assert sorted(result.collected(sink)) == expected_running_counts(N, KEYS), f"seed {seed}"
+
+
+@pytest.mark.parametrize("how", ["exception", "kill"])
+def test_exactly_once_after_a_failure_with_tls_on(env, tmp_path, how):
+    """The same with every internal connection in TLS (Flink's security.ssl.internal.enabled)."""
+    env.configure(Configuration().set_boolean("security.ssl.internal.enabled", True))
+    seed = random.randrange(1 << 30)
+    sink = build(env, tmp_path, 2, how, seed)
+    result = env.execute(f"exactly-once-tls-{how}")
+    assert result.restarts == 1, f"seed {seed}: the injected failure must have happened once"
     assert sorted(result.collected(sink)) == expected_running_counts(N, KEYS), f"seed {seed}"
 
 

@@ -33,17 +33,18 @@ class BlockedProducerSpy:
         return getattr(self.sock, name)
 
 
-def _connected_pair(errors):
+def _connected_pair(errors, security):
     gate = InputGate([(0, 0)], capacity=CAPACITY)
     codec = RecordCodec(None)
-    server = DataServer("127.0.0.1", 0, lambda edge, producer, consumer: (gate, 0, codec), errors.append)
+    server = DataServer("127.0.0.1", 0, security, 0, lambda edge, producer, consumer, peer: (gate, 0, codec),
+                        errors.append)
     server.start()
-    return gate, server, RemoteChannel(server.address, 0, 0, 0, 0, codec, connect_timeout=10)
+    return gate, server, RemoteChannel(server.address, security, 0, 0, 0, 0, codec, connect_timeout=10)
 
 
-def test_a_producer_runs_at_most_its_credits_ahead_and_loses_nothing_on_close():
+def test_a_producer_runs_at_most_its_credits_ahead_and_loses_nothing_on_close(connection_security):
     errors = []
-    gate, server, channel = _connected_pair(errors)
+    gate, server, channel = _connected_pair(errors, connection_security)
     spy = channel.sock = BlockedProducerSpy(channel.sock, gate)
     sent = []
 

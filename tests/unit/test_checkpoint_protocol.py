@@ -212,9 +212,9 @@ def test_the_last_acks_are_handled_before_the_coordinator_finishes(tmp_path):
 def test_the_rendezvous_is_done_only_once_the_addresses_went_out():
     """A trigger sent before the addresses would reach a slot still registering, which drops it."""
     import queue
-    import socket
 
     from runtime.driver.control_server import ControlServer
+    from runtime.network.security import ConnectionSecurity
     from runtime.protocol.messages import Addresses, Register
     from runtime.protocol.wire import MessageSocket
     from tests.integration.waiting import wait_for
@@ -227,8 +227,9 @@ def test_the_rendezvous_is_done_only_once_the_addresses_went_out():
                 seen_when_broadcasting.append(self.all_registered)
             super().broadcast(message)
 
-    server = Recording("127.0.0.1", 0, 1, queue.Queue())
-    slot = MessageSocket(socket.create_connection(server.address, timeout=60))
+    security = ConnectionSecurity.new()
+    server = Recording("127.0.0.1", 0, 1, queue.Queue(), security)
+    slot = MessageSocket(security.connect(server.address, "control", timeout_s=60), "the driver")
     try:
         slot.send(Register(0, 0, "127.0.0.1", 1, 123))
         assert isinstance(slot.receive(), Addresses)

@@ -10,6 +10,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from runtime.driver.web.access import AccessGuard
 from runtime.driver.web.openapi import PATHS
 from runtime.driver.web.server import DashboardServer
 
@@ -154,3 +155,55 @@ def test_the_status_line_is_cleared_before_a_log_line_and_stays_at_the_end():
     assert active_line() is None
     assert stream.getvalue() == ("\r\x1b[Kdemo RUNNING" "\r\x1b[K"
                                  "\r\x1b[Kdemo RUNNING 0:00:00 | in 10/s out 9/s | restarts 0\n")
+
+
+def _ask(url, method="GET", token=None, how="bearer"):
+    headers = {"Content-Type": "application/json"}
+    if token is not None and how == "bearer":
+        headers["Authorization"] = f"Bearer {token}"
+    elif token is not None:
+        url += ("&" if "?" in url else "?") + f"token={token}"
+    request = urllib.request.Request(url, method=method, data=b"{}" if method != "GET" else None, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, dict(answer.headers), answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def test_actions_need_the_token_reads_do_not():
+    server = DashboardServer("127.0.0.1", 0, guard=AccessGuard("t0ken", actions=True, reads=False))
+    try:
+        action = server.url + "/jobs/0123abcd/checkpoints"
+        status, headers, body = _ask(action, "POST")
+        assert status == 401 and headers.get("WWW-Authenticate", "").startswith("Bearer")
+        assert "needs the dashboard's token" in json.loads(body)["errors"][0]
+        status, _, body = _ask(action, "POST", token="wrong")
+        assert status == 403 and "does not match" in json.loads(body)["errors"][0]
+        assert _ask(action, "POST", token="t0ken")[0] == 404, "with the token, the request reaches its route"
+        assert _ask(action, "POST", token="t0ken", how="query")[0] == 404
+        assert _ask(server.url + "/jobs")[0] == 200
+        assert server.url_with_token == f"{server.url}/?token=t0ken"
+    finally:
+        server.close()
+
+
+def test_with_require_token_reads_need_it_too_but_not_the_page_itself():
+    server = DashboardServer("127.0.0.1", 0, token="t0ken", require_token=True)
+    try:
+        assert _ask(server.url + "/jobs")[0] == 401
+        assert _ask(server.url + "/metrics")[0] == 401
+        assert _ask(server.url + "/metrics", token="t0ken")[0] == 200
+        assert _ask(server.url + "/")[0] == 200 and _ask(server.url + "/static/dashboard.js")[0] == 200
+        assert server.url_with_token.endswith("/?token=<spark.chandy.ui.token>"), "a chosen token is not printed"
+    finally:
+        server.close()
+
+
+def test_actions_need_the_token_unless_the_server_listens_on_loopback_alone():
+    assert not AccessGuard.for_server(["127.0.0.1"], None, False).actions
+    assert not AccessGuard.for_server(["localhost"], None, False).needed
+    assert AccessGuard.for_server(["192.0.2.7", "127.0.0.1"], None, False).actions
+    assert AccessGuard.for_server(["0.0.0.0"], None, False).actions
+    guard = AccessGuard.for_server(["127.0.0.1"], None, True)
+    assert guard.reads and guard.actions and len(guard.token) >= 32

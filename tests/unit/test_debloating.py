@@ -5,6 +5,7 @@ import socket
 import threading
 
 from runtime.graph.job_graph import ChainEdge, Partitioner
+from runtime.network.security import ConnectionSecurity
 from runtime.network.channels import CREDITS, InputGate, RemoteChannel, credit_byte, limit_of_credit
 from runtime.network.codec import codec_for
 from runtime.network.record_writer import EdgeWriter
@@ -90,9 +91,11 @@ def test_a_remote_producer_learns_the_limit_from_its_consumers_credits():
     server.listen(1)
     codec = codec_for(None, None, "test")
     accepted = []
-    accepting = threading.Thread(target=lambda: accepted.append(server.accept()[0]), daemon=True)
+    security = ConnectionSecurity.new()
+    accepting = threading.Thread(target=lambda: accepted.append(security.accept(server.accept()[0], "data")),
+                                 daemon=True)
     accepting.start()
-    channel = RemoteChannel(server.getsockname(), 0, 0, 0, 0, codec)
+    channel = RemoteChannel(server.getsockname(), security, 0, 0, 0, 0, codec)
     try:
         for _ in range(CREDITS):
             channel.send([1])

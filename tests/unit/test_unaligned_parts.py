@@ -101,13 +101,14 @@ def test_a_record_changed_in_place_after_it_was_recorded_stays_as_it_was():
     assert _recorded(recorder) == [[[{"n": 1}]]]
 
 
-def test_an_unaligned_barrier_needs_no_credit_and_overtakes_the_credited_batches():
+def test_an_unaligned_barrier_needs_no_credit_and_overtakes_the_credited_batches(connection_security):
     gate = InputGate([(0, 0)], capacity=2)
     errors = []
     codec = RecordCodec(None)
-    server = DataServer("127.0.0.1", 0, lambda edge, producer, consumer: (gate, 0, codec), errors.append)
+    server = DataServer("127.0.0.1", 0, connection_security, 0,
+                        lambda edge, producer, consumer, peer: (gate, 0, codec), errors.append)
     server.start()
-    channel = RemoteChannel(server.address, 0, 0, 0, 0, codec, connect_timeout=10)
+    channel = RemoteChannel(server.address, connection_security, 0, 0, 0, 0, codec, connect_timeout=10)
     try:
         for i in range(CREDITS):  # every credit used: the reader queues them all (beyond the capacity)
             channel.send([i])
@@ -134,12 +135,13 @@ def test_an_unaligned_barrier_needs_no_credit_and_overtakes_the_credited_batches
         channel.abort()
 
 
-def test_an_overdrawn_channel_sends_without_credits_and_says_it_is_unavailable():
+def test_an_overdrawn_channel_sends_without_credits_and_says_it_is_unavailable(connection_security):
     gate = InputGate([(0, 0)], capacity=2)
     codec = RecordCodec(None)
-    server = DataServer("127.0.0.1", 0, lambda edge, producer, consumer: (gate, 0, codec), [].append)
+    server = DataServer("127.0.0.1", 0, connection_security, 0,
+                        lambda edge, producer, consumer, peer: (gate, 0, codec), [].append)
     server.start()
-    channel = RemoteChannel(server.address, 0, 0, 0, 0, codec, connect_timeout=10)
+    channel = RemoteChannel(server.address, connection_security, 0, 0, 0, 0, codec, connect_timeout=10)
     channel.overdraft = True
     try:
         for i in range(CREDITS + 3):

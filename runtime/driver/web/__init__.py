@@ -6,7 +6,10 @@ One server per driver process serves every job it runs; the first job starts it.
 - ``rest.port`` / ``spark.chandy.ui.port``: the port (default 8081, Flink's); the next free one when taken;
 - ``rest.bind-address`` / ``spark.chandy.ui.bindAddress``: the address to listen on (default: the driver's host,
   ``spark.driver.host``);
-- ``spark.chandy.ui.enabled=false``: no server.
+- ``spark.chandy.ui.enabled=false``: no server;
+- ``spark.chandy.ui.token``: the token that actions (and with ``spark.chandy.ui.requireToken=true`` or
+  ``spark.acls.enable=true``, reads too) need (:mod:`runtime.driver.web.access`); default: a random one, printed once
+  in the log's dashboard line.
 
 >>> dashboard_for("127.0.0.1", DashboardSettings(enabled=False)) is None
 True
@@ -18,13 +21,17 @@ import logging
 import threading
 from dataclasses import dataclass
 
-__all__ = ["DashboardSettings", "dashboard_for", "UI_PORT_CONF", "UI_ENABLED_CONF", "UI_BIND_CONF", "DEFAULT_PORT"]
+__all__ = ["DashboardSettings", "dashboard_for", "UI_PORT_CONF", "UI_ENABLED_CONF", "UI_BIND_CONF", "UI_TOKEN_CONF",
+           "UI_REQUIRE_TOKEN_CONF", "SPARK_ACLS_CONF", "DEFAULT_PORT"]
 
 log = logging.getLogger(__name__)
 
 UI_PORT_CONF = "spark.chandy.ui.port"
 UI_ENABLED_CONF = "spark.chandy.ui.enabled"
 UI_BIND_CONF = "spark.chandy.ui.bindAddress"
+UI_TOKEN_CONF = "spark.chandy.ui.token"
+UI_REQUIRE_TOKEN_CONF = "spark.chandy.ui.requireToken"
+SPARK_ACLS_CONF = "spark.acls.enable"
 DEFAULT_PORT = 8081
 
 _lock = threading.Lock()
@@ -36,6 +43,8 @@ class DashboardSettings:
     enabled: bool = True
     port: int = DEFAULT_PORT
     bind_address: str | None = None  # None: the driver's host
+    token: str | None = None  # None: a random one
+    require_token: bool = False  # for reads too
 
 
 def dashboard_for(host: str, settings: DashboardSettings):
@@ -49,9 +58,10 @@ def dashboard_for(host: str, settings: DashboardSettings):
             from runtime.driver.web.server import DashboardServer
 
             try:
-                _server = DashboardServer(host, settings.port, settings.bind_address)
+                _server = DashboardServer(host, settings.port, settings.bind_address, settings.token,
+                                          settings.require_token)
             except Exception as exc:
                 log.warning("The Chandy dashboard could not start (%s); the job runs without it", exc)
                 return None
-            log.info("Chandy dashboard and REST API: %s/", _server.url)
+            log.info("Chandy dashboard and REST API: %s", _server.url_with_token)
         return _server

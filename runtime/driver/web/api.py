@@ -30,10 +30,11 @@ TERMINAL = (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED)
 class ApiError(Exception):
     """An answer that is an error: ``status`` (404, 409, 400 ...) and a message naming the problem and the fix."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict | None = None):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers  # extra response headers (WWW-Authenticate with a 401)
 
 
 def find_job(jobs: dict, job_id: str):

@@ -89,7 +89,15 @@ PATHS: dict[str, dict] = {
 def openapi_document(version: str) -> dict:
     return {"openapi": "3.0.3",
             "info": {"title": "Chandy REST API", "version": version,
-                     "description": "Watch and control the Chandy jobs of one driver; shapes follow Flink's REST API."},
+                     "description": "Watch and control the Chandy jobs of one driver; shapes follow Flink's REST API. "
+                                    "Actions need the server's token (printed once in the driver's log, or "
+                                    "spark.chandy.ui.token) unless it listens on the loopback address only; reads "
+                                    "need it too with spark.chandy.ui.requireToken=true. A request without it is "
+                                    "401, with a wrong one 403."},
             "paths": PATHS,
-            "components": {"schemas": {"Error": {"type": "object", "properties": {
-                "errors": {"type": "array", "items": {"type": "string"}}}, "required": ["errors"]}}}}
+            "security": [{"token": []}, {}],
+            "components": {
+                "schemas": {"Error": {"type": "object", "properties": {
+                    "errors": {"type": "array", "items": {"type": "string"}}}, "required": ["errors"]}},
+                "securitySchemes": {"token": {"type": "http", "scheme": "bearer",
+                                              "description": "the server's token; ?token= works too"}}}}

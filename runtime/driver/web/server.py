@@ -9,7 +9,8 @@ standard library's ``http.server`` answers one request at a time per thread and 
 want the main thread's signal handlers.
 
 The port is ``spark.chandy.ui.port`` (or Flink's ``rest.port``), default 8081; when it is taken, the next free
-one of the following 100 is used and the log says which.
+one of the following 100 is used and the log says which. Who may act, and who may read, is the
+:class:`~runtime.driver.web.access.AccessGuard`'s to say: every request passes it before it is routed.
 
 >>> import json, urllib.request
 >>> server = DashboardServer("127.0.0.1", 0)
@@ -33,6 +34,7 @@ from collections import OrderedDict
 from aiohttp import web
 
 from runtime.driver.web import api
+from runtime.driver.web.access import AccessGuard, is_loopback, presented_token
 from runtime.driver.web.openapi import openapi_document
 from runtime.driver.web.prometheus import prometheus_text
 from runtime.errors import ChandyError
@@ -50,8 +52,11 @@ STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 class DashboardServer:
     """Serves every registered job on ``host``: the port asked for, or the next free one."""
 
-    def __init__(self, host: str, port: int, bind_host: str | None = None):
+    def __init__(self, host: str, port: int, bind_host: str | None = None, token: str | None = None,
+                 require_token: bool = False, guard: AccessGuard | None = None):
         self.host = host
+        listening = [bind_host or host] + ([] if _listens_on_loopback_alone(bind_host or host) else ["127.0.0.1"])
+        self.guard = guard or AccessGuard.for_server(listening, token, require_token)
         self.jobs: OrderedDict[str, object] = OrderedDict()
         self._jobs_lock = threading.Lock()
         # request id -> (job id, "checkpoint" | "savepoint", its future); the newest KEPT_OPERATIONS
@@ -74,6 +79,11 @@ class DashboardServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    @property
+    def url_with_token(self) -> str:
+        """The address to open in a browser, with the token when the server needs one (printed once in the log)."""
+        return f"{self.url}/{self.guard.url_query()}"
+
     # -- jobs ----------------------------------------------------------------------------------------
 
     def register(self, master) -> None:
@@ -95,7 +105,7 @@ class DashboardServer:
     # -- serving -------------------------------------------------------------------------------------
 
     async def _start(self, host: str, port: int) -> tuple[int, web.AppRunner]:
-        app = web.Application(middlewares=[_errors_as_json])
+        app = web.Application(middlewares=[_errors_as_json, self._guarded])
         self._routes(app)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
@@ -115,7 +125,7 @@ class DashboardServer:
                 last_error = exc
                 continue
             bound = site._server.sockets[0].getsockname()[1]
-            if host not in ("127.0.0.1", "localhost", "0.0.0.0", "::"):
+            if not _listens_on_loopback_alone(host) and host not in ("0.0.0.0", "::"):
                 # Also on the loopback address: `chandy jobs` on the driver's machine needs no address.
                 try:
                     await web.TCPSite(runner, "127.0.0.1", bound, reuse_address=True).start()
@@ -174,6 +184,15 @@ class DashboardServer:
                 answer = await loop.run_in_executor(self._actions, compute, *arguments)
             return web.json_response(answer, status=status, dumps=_dumps)
         return handler
+
+    @web.middleware
+    async def _guarded(self, request: web.Request, handler):
+        """Before a request is routed: does it carry the token it needs?"""
+        refused = self.guard.check(request.method, request.path, presented_token(request.headers, request.query))
+        if refused is not None:
+            raise api.ApiError(refused.status, refused.message,
+                               {"WWW-Authenticate": 'Bearer realm="chandy"'} if refused.status == 401 else None)
+        return await handler(request)
 
     async def _index(self, request: web.Request) -> web.FileResponse:
         return web.FileResponse(os.path.join(STATIC, "index.html"), headers={"Cache-Control": "no-cache"})
@@ -273,7 +292,7 @@ async def _errors_as_json(request: web.Request, handler):
     try:
         return await handler(request)
     except api.ApiError as exc:
-        return web.json_response({"errors": [exc.message]}, status=exc.status)
+        return web.json_response({"errors": [exc.message]}, status=exc.status, headers=exc.headers)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -296,6 +315,10 @@ async def _body(request: web.Request) -> dict:
     if not isinstance(value, dict):
         raise api.ApiError(400, "The request body must be a JSON object.")
     return value
+
+
+def _listens_on_loopback_alone(host: str) -> bool:
+    return host == "localhost" or is_loopback(host)
 
 
 def _int(text: str, name: str) -> int:

@@ -27,7 +27,24 @@ function svg(tag, attrs, ...children) {
   return node;
 }
 
+// The server's token (actions need it; reads too when the server says so) arrives once, in the address the
+// driver's log prints (?token=...): it is kept for this tab and taken out of the address bar, so that a copied
+// or shared address does not carry it along.
+const TOKEN = (() => {
+  const params = new URLSearchParams(location.search);
+  const given = params.get("token");
+  if (given) {
+    sessionStorage.setItem("chandy-token", given);
+    params.delete("token");
+    const rest = params.toString();
+    history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
+  }
+  return given || sessionStorage.getItem("chandy-token");
+})();
+
 async function api(path, options) {
+  options = options || {};
+  if (TOKEN) options.headers = Object.assign({}, options.headers, {"Authorization": "Bearer " + TOKEN});
   const response = await fetch(path, options);
   const body = await response.json();
   if (!response.ok) throw new Error((body.errors || [response.statusText]).join("; "));
@@ -369,6 +386,7 @@ async function tick() {
 async function act(label, path, method) {
   try {
     const answer = await api(path, {method, headers: {"Content-Type": "application/json"}, body: "{}"});
+    $("action-result").dataset.requestId = answer["request-id"] || "";
     $("action-result").textContent = `${label}: ${answer["request-id"] ? "requested (" + answer["request-id"].slice(0, 8) + ")" : "done"}`;
   } catch (error) {
     $("action-result").textContent = `${label} failed: ${error.message}`;
