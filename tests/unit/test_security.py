@@ -37,6 +37,13 @@ class Server:
         self.served.set()
         stream.close()
 
+    def assert_serves(self, security):
+        """A connection with ``security`` reaches the handler, which hears what it sent."""
+        stream = security.connect(self.address, "data", timeout_s=30)
+        stream.sendall(b"hello")
+        assert self.served.wait(30) and self.heard[-1] == b"hello"
+        stream.close()
+
     def close(self):
         self.acceptor.close()
         assert self.acceptor.join(30)
@@ -58,10 +65,7 @@ def closed_by_peer(sock: socket.socket) -> bool:
 def test_a_peer_with_the_secret_is_served_and_others_are_refused_before_a_byte_is_read(connection_security, caplog):
     server = Server(connection_security)
     try:
-        stream = connection_security.connect(server.address, "data", timeout_s=30)
-        stream.sendall(b"hello")
-        assert server.served.wait(30) and server.heard == [b"hello"]
-        stream.close()
+        server.assert_serves(connection_security)
         caplog.set_level(logging.WARNING, logger="runtime.network.acceptor")
         other_attempt = ConnectionSecurity.new(connection_security.tls)  # same certificate, another attempt's secret
         with pytest.raises(AuthenticationError, match="belongs to another job or attempt"):
@@ -170,10 +174,7 @@ def test_tls_refuses_a_peer_with_another_jobs_certificate_or_none():
             plain.connect(server.address, "data", timeout_s=30)
         wait_for(lambda: server.acceptor.refusals.total == 3, 30, "the server to see the plain client leave")
         assert server.heard == []
-        stream = ours.connect(server.address, "data", timeout_s=30)
-        stream.sendall(b"hello")
-        assert server.served.wait(30) and server.heard == [b"hello"]
-        stream.close()
+        server.assert_serves(ours)
     finally:
         server.close()
 
@@ -284,10 +285,7 @@ def test_the_users_own_pem_files_make_the_tls_material(tmp_path):
     security = ConnectionSecurity.new(material)
     server = Server(security)
     try:
-        stream = security.connect(server.address, "data", timeout_s=30)
-        stream.sendall(b"hello")
-        assert server.served.wait(30) and server.heard == [b"hello"]
-        stream.close()
+        server.assert_serves(security)
     finally:
         server.close()
     keys = ("spark.chandy.network.tls.certificate", "spark.chandy.network.tls.privateKey",
