@@ -197,7 +197,7 @@ def main(argv=None) -> int:
     latencies = [
         run_chandy_latency(spark, chandy["records_per_s"] / 2, 3 if args.quick else 10, args.keys, args.parallelism),
         run_chandy_latency(spark, chandy["records_per_s"] / 4, 3 if args.quick else 10, args.keys, args.parallelism),
-        run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 8 if args.quick else 20, args.keys),
+        run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 5 if args.quick else 20, args.keys),
     ]
     recovery = run_recovery(spark, 3_000_000 if args.quick else 8_000_000, args.keys, args.parallelism,
                             full_rate=chandy["records_per_s"])
@@ -221,7 +221,7 @@ def main(argv=None) -> int:
     window_latencies = [
         run_chandy_window_latency(spark, (windowed["records_per_s"] or 100_000) / 2, 3 if args.quick else 10,
                                   args.parallelism),
-        run_sss_window_latency(spark, (sss_windowed["records_per_s"] or 100_000) / 2, 8 if args.quick else 20),
+        run_sss_window_latency(spark, (sss_windowed["records_per_s"] or 100_000) / 2, 5 if args.quick else 20),
     ]
     # the same bounded job in batch and in streaming mode, alternated (issue 15: batch must be faster)
     bounded_records = 200_000 if args.quick else 10_000_000
@@ -235,7 +235,7 @@ def main(argv=None) -> int:
     batch, streaming = (median_run(bounded_runs[m]) for m in (RuntimeExecutionMode.BATCH,
                                                               RuntimeExecutionMode.STREAMING))
     # checkpoints behind a sink taking 2 ms per record (issue 16): aligned and unaligned, without and with debloating
-    backpressure = [run_backpressure(spark, 2.0, 8 if args.quick else 30, args.parallelism, debloat, unaligned, timeout)
+    backpressure = [run_backpressure(spark, 2.0, 3 if args.quick else 30, args.parallelism, debloat, unaligned, timeout)
                     for unaligned, debloat, timeout in ((False, False, 0), (False, True, 0), (True, False, 0),
                                                         (True, True, 0), (True, True, 300))]
     savepoints = [run_savepoint(spark, keys, 1024, args.parallelism)

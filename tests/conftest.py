@@ -18,6 +18,15 @@ STUCK_AFTER_S = float(os.environ.get("CHANDY_TEST_STUCK_AFTER_S", "600"))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that starts Spark (the integration folder, and any test using the ``spark`` or ``env``
+    fixture): ``pytest -m "not spark"`` is the fast tier, which needs no JVM."""
+    integration = os.path.join(ROOT, "tests", "integration") + os.sep
+    for item in items:
+        if str(item.fspath).startswith(integration) or {"spark", "env"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.spark)
+
+
 @pytest.fixture(scope="session")
 def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -1,18 +1,15 @@
 """Nobody but the job's own processes gets in: an outsider's attack on every port a running job opens runs no
-code anywhere, and the job neither fails nor restarts nor loses a record, with and without TLS.
+code anywhere, and the job neither fails nor restarts nor loses a record.
 
-(TLS through real failures: tests/integration/test_exactly_once.py; on separate executor JVMs:
-tests/integration/test_deployment.py.)"""
+(The same attack in TLS, on separate executor JVMs: tests/integration/test_deployment.py; TLS through real
+failures: tests/integration/test_exactly_once.py.)"""
 
 import logging
 import os
 
-import pytest
-
+from benchmarks.security import junk_burst
 from operators import CollectSink, SequenceSource
 from runtime import RestartStrategies, StreamExecutionEnvironment
-from runtime.configuration import Configuration
-from benchmarks.security import junk_burst
 from tests.integration.attack import attack, listening_ports
 from tests.integration.jobs import CountPerKey, final_counts
 from tests.integration.paced import FileExists, PacedSource
@@ -33,12 +30,8 @@ def paced_counting_job(env, tmp_path, sink):
         .uid("count").sink_to(sink).uid("sink")
 
 
-@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "tls"])
-def test_an_outsiders_pickles_run_nowhere_and_the_job_ends_exact_without_a_restart(spark, tmp_path, caplog,
-                                                                                 encrypted):
+def test_an_outsiders_pickles_run_nowhere_and_the_job_ends_exact_without_a_restart(spark, tmp_path, caplog):
     env = StreamExecutionEnvironment.get_execution_environment(spark)
-    if encrypted:
-        env.configure(Configuration().set_boolean("security.ssl.internal.enabled", True))
     sink = CollectSink("counts")
     paced_counting_job(env, tmp_path, sink)
     marker = tmp_path / "code-ran"
