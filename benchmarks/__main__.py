@@ -223,7 +223,7 @@ def main(argv=None) -> int:
                                   args.parallelism),
         run_sss_window_latency(spark, (sss_windowed["records_per_s"] or 100_000) / 2, 5 if args.quick else 20),
     ]
-    # the same bounded job in batch and in streaming mode, alternated (issue 15: batch must be faster)
+    # the same bounded job in batch and in streaming mode, alternated: batch mode is there to be faster
     bounded_records = 200_000 if args.quick else 10_000_000
     expected_bounded = expected_counts(bounded_records, args.keys)
     bounded_runs: dict = {RuntimeExecutionMode.BATCH: [], RuntimeExecutionMode.STREAMING: []}
@@ -234,7 +234,7 @@ def main(argv=None) -> int:
                                                          expected_bounded))
     batch, streaming = (median_run(bounded_runs[m]) for m in (RuntimeExecutionMode.BATCH,
                                                               RuntimeExecutionMode.STREAMING))
-    # checkpoints behind a sink taking 2 ms per record (issue 16): aligned and unaligned, without and with debloating
+    # checkpoints behind a sink taking 2 ms per record: aligned and unaligned, without and with debloating
     backpressure = [run_backpressure(spark, 2.0, 3 if args.quick else 30, args.parallelism, debloat, unaligned, timeout)
                     for unaligned, debloat, timeout in ((False, False, 0), (False, True, 0), (True, False, 0),
                                                         (True, True, 0), (True, True, 300))]

@@ -1,4 +1,4 @@
-"""Batch execution mode against streaming mode on the same bounded job (issue 15).
+"""Batch execution mode against streaming mode on the same bounded job.
 
 The job: the integers ``0..records-1``, key ``x % keys``, a keyed ``reduce`` summing ``(key, 1)`` pairs, into a
 sink that keeps each key's latest value. Streaming mode emits every running value (one per record) and takes

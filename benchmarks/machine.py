@@ -45,3 +45,24 @@ def cpu_steadiness(samples: int = 8) -> dict:
             total += i
         times.append((time.perf_counter() - started) * 1000)
     return {"loop_ms_min": round(min(times), 1), "loop_ms_max": round(max(times), 1)}
+
+
+def job_cpu_seconds() -> float:
+    """CPU seconds used so far by this process (the driver) and every PySpark Python worker and daemon on the
+    machine, with their children that ended (a daemon reaps the workers it forked)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = sum(os.times()[:2])
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+            if b"pyspark.daemon" not in command and b"pyspark.worker" not in command:
+                continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # it ended meanwhile
+            continue
+        total += sum(int(value) for value in fields[11:15]) / ticks  # utime, stime, cutime, cstime
+    return total

@@ -23,7 +23,6 @@ import datetime
 import os
 import statistics
 import sys
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -33,27 +32,6 @@ __all__ = ["main"]
 # Counts a batch meets in the reference job (source -> map | key_by -> process -> sink, two chains): into map,
 # out of chain 0, channel send, channel take, into process, into the sink, out of chain 1.
 COUNTS_PER_BATCH = 7
-
-
-def job_cpu_seconds() -> float:
-    """CPU seconds used so far by this process (the driver) and every PySpark Python worker and daemon on the
-    machine, with their children that ended (a daemon reaps the workers it forked)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = sum(os.times()[:2])
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                command = f.read()
-            if b"pyspark.daemon" not in command and b"pyspark.worker" not in command:
-                continue
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:  # it ended meanwhile
-            continue
-        total += sum(int(value) for value in fields[11:15]) / ticks  # utime, stime, cutime, cstime
-    return total
 
 
 def measure_counting(batch: int) -> dict:
@@ -83,7 +61,7 @@ def main(argv=None) -> int:
     from benchmarks.__main__ import ratio, start_spark, steadiness_verdict, write_report
     from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.spark_baseline import run_jvm_groupby_count
-    from benchmarks.throughput import run_chandy_reference_job
+    from benchmarks.throughput import alternated_reference_runs, run_chandy_reference_job
     from runtime.datastream.stream_execution_environment import DEFAULT_BATCH_SIZE
     from runtime.driver.metrics import METRICS_INTERVAL_CONF
 
@@ -92,15 +70,10 @@ def main(argv=None) -> int:
     steadiness = [cpu_steadiness()]
     spark = start_spark(args.parallelism)
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up
-    runs: dict[str, list] = {"on": [], "off": []}
-    for repeat in range(repeats):
-        for variant in (("on", "off") if repeat % 2 == 0 else ("off", "on")):
-            spark.conf.set(METRICS_INTERVAL_CONF, "1 s" if variant == "on" else "0")
-            cpu_before = job_cpu_seconds()
-            with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
-                row = run_chandy_reference_job(spark, records, args.keys, args.parallelism, checkpoints)
-            row["cpu_us_per_record"] = round((job_cpu_seconds() - cpu_before) / records * 1e6, 4)
-            runs[variant].append(row)
+    def prepare(variant: str) -> None:
+        spark.conf.set(METRICS_INTERVAL_CONF, "1 s" if variant == "on" else "0")
+
+    runs = alternated_reference_runs(spark, ("on", "off"), repeats, records, args.keys, args.parallelism, prepare)
     spark.conf.unset(METRICS_INTERVAL_CONF)
     counting = measure_counting(DEFAULT_BATCH_SIZE)
     jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,

@@ -19,7 +19,6 @@ import datetime
 import os
 import socket
 import statistics
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -68,9 +67,8 @@ def main(argv=None) -> int:
 
     from benchmarks.__main__ import ratio, start_spark, steadiness_verdict, write_report
     from benchmarks.machine import cpu_steadiness, describe_machine
-    from benchmarks.metrics_overhead import job_cpu_seconds
     from benchmarks.spark_baseline import run_jvm_groupby_count
-    from benchmarks.throughput import run_chandy_reference_job
+    from benchmarks.throughput import alternated_reference_runs, run_chandy_reference_job
     from runtime.driver.security_settings import ENCRYPTION_CONF
 
     records = args.records or (50_000 if args.quick else 4_000_000)
@@ -78,18 +76,11 @@ def main(argv=None) -> int:
     steadiness = [cpu_steadiness()]
     spark = start_spark(args.parallelism)
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up
-    runs: dict[str, list] = {variant: [] for variant in VARIANTS}
-    for repeat in range(repeats):
-        order = VARIANTS if repeat % 2 == 0 else tuple(reversed(VARIANTS))
-        for variant in order:
-            spark.conf.set(ENCRYPTION_CONF, "true" if variant == "tls" else "false")
-            hook = _burst_once_running(args.burst) if variant == "burst" else None
-            cpu_before = job_cpu_seconds()
-            with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
-                row = run_chandy_reference_job(spark, records, args.keys, args.parallelism, checkpoints,
-                                               while_running=hook)
-            row["cpu_us_per_record"] = round((job_cpu_seconds() - cpu_before) / records * 1e6, 4)
-            runs[variant].append(row)
+    def prepare(variant: str):
+        spark.conf.set(ENCRYPTION_CONF, "true" if variant == "tls" else "false")
+        return _burst_once_running(args.burst) if variant == "burst" else None
+
+    runs = alternated_reference_runs(spark, VARIANTS, repeats, records, args.keys, args.parallelism, prepare)
     spark.conf.unset(ENCRYPTION_CONF)
     jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
                                 seconds=6 if args.quick else 20)

@@ -8,10 +8,12 @@ checked against the plain-Python reference every time: a fast wrong answer is no
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 
 import pyarrow.compute as pc
 
+from benchmarks.machine import job_cpu_seconds
 from benchmarks.sinks import FinalCountSink
 from runtime import StreamExecutionEnvironment, Types
 from runtime.tools.demo import CountPerKey
@@ -77,3 +79,21 @@ def run_chandy_reference_job(spark, records: int, keys: int, parallelism: int,
         "records_per_s": round(records / elapsed) if measured else None,
         "steady_records_per_s": round(records / (last - first)) if last and last > first else None,
     }
+
+
+def alternated_reference_runs(spark, variants: tuple[str, ...], repeats: int, records: int, keys: int,
+                              parallelism: int, prepare) -> dict[str, list[dict]]:
+    """``repeats`` runs of the reference job with checkpoints every second for each of ``variants``, alternated so
+    that a drift of the machine's speed hits every variant alike (the order reverses every other round), each run
+    with the CPU time the job's processes spent per record (``cpu_us_per_record``). ``prepare(variant)`` sets a
+    variant up before its run and returns its ``while_running`` hook, or None."""
+    runs: dict[str, list[dict]] = {variant: [] for variant in variants}
+    for repeat in range(repeats):
+        for variant in variants if repeat % 2 == 0 else tuple(reversed(variants)):
+            hook = prepare(variant)
+            cpu_before = job_cpu_seconds()
+            with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
+                row = run_chandy_reference_job(spark, records, keys, parallelism, checkpoints, while_running=hook)
+            row["cpu_us_per_record"] = round((job_cpu_seconds() - cpu_before) / records * 1e6, 4)
+            runs[variant].append(row)
+    return runs
