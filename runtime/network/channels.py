@@ -8,9 +8,9 @@ the backpressure there is. The consumer reads channels round-robin and can leave
 (``block``) while others catch up, which is what barrier alignment needs.
 
 A remote channel is one TCP connection (authenticated first, :mod:`runtime.network.security`, and in TLS when the
-job encrypts) carrying a fixed header, then one Arrow IPC stream; back the other
-way, one byte per batch the consumer's subtask took from its gate, a credit for the producer to send another
-(Flink's credit-based flow control, counted in batches). The reader thread never blocks: what it puts in the
+job encrypts) carrying a fixed header, then one Arrow IPC stream; back the other way, one byte per batch the
+consumer's subtask took from its gate, a credit for the producer to send another (Flink's credit-based flow
+control, counted in batches). The reader thread never blocks: what it puts in the
 gate was credited, so a remote channel's queue holds at most ``CREDITS`` batches, and a barrier that overtakes
 them (unaligned checkpoints) is read as soon as it was sent. Without credits the operating system's socket buffers
 (megabytes, autotuned) held the in-flight data, and under backpressure a barrier waited behind all of it:
