@@ -114,10 +114,6 @@ MISSING_MODULES: dict[str, Absence] = {
 _BULK = ("bulk formats (Parquet, ORC, Avro) are Flink's Java readers and writers, which Chandy does not run; it "
          "has its own Parquet support")
 _BULK_INSTEAD = "FileSource(path, format='parquet') and FileSink(path, format='parquet') (rows as dicts)"
-_SCHEMA = ("it is a Java serializer meant for Flink's Java connectors (Kafka, Pulsar ...), which Chandy does not "
-           "provide")
-_SCHEMA_INSTEAD = ("json.dumps / json.loads (or csv, fastavro) in your own Source or sink, or in a map before the "
-                   "sink; SimpleStringSchema for text")
 
 # module -> {name: why it is missing}, for modules that exist but lack a few of PyFlink's names
 _ROCKSDB = Absence("PyFlink's PredefinedOptions (RocksDB tuning presets for Flink's JVM RocksDB)",
@@ -148,9 +144,6 @@ MISSING_NAMES: dict[str, dict[str, Absence]] = {
     "runtime.common.serialization": {
         **dict.fromkeys(["BulkWriterFactory", "RowDataBulkWriterFactory"],
                         Absence("PyFlink's bulk writer factories", _BULK, _BULK_INSTEAD)),
-        **{name: Absence(f"PyFlink's {name}", _SCHEMA, _SCHEMA_INSTEAD) for name in [
-            "JsonRowSerializationSchema", "JsonRowDeserializationSchema", "CsvRowSerializationSchema",
-            "CsvRowDeserializationSchema", "AvroRowSerializationSchema", "AvroRowDeserializationSchema"]},
     },
 }
 
@@ -176,10 +169,10 @@ def absent_names(module: str) -> Callable[[str], object]:
 
     >>> getattr_ = absent_names("runtime.common.serialization")
     >>> try:
-    ...     getattr_("JsonRowSerializationSchema")
+    ...     getattr_("BulkWriterFactory")
     ... except ImportError as error:
     ...     print(error)
-    Chandy does not provide runtime.common.serialization.JsonRowSerializationSchema (...). Why: ... Instead: ...
+    Chandy does not provide runtime.common.serialization.BulkWriterFactory (...). Why: ... Instead: ...
     >>> getattr_("Nonsense")
     Traceback (most recent call last):
     ...

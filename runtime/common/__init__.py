@@ -8,7 +8,13 @@ LONG
 
 from operators.watermark_strategy import TimestampAssigner, WatermarkGenerator, WatermarkOutput, WatermarkStrategy
 from runtime.checkpoint_config import RestartStrategies
-from runtime.common.serialization import DeserializationSchema, Encoder, SerializationSchema, SimpleStringSchema
+from runtime.common.serialization import (
+    ByteArraySchema,
+    DeserializationSchema,
+    Encoder,
+    SerializationSchema,
+    SimpleStringSchema,
+)
 from runtime.configuration import Configuration
 from runtime.driver.result import JobClient, JobResult, JobStatus
 from runtime.durations import Duration, Time
@@ -18,5 +24,14 @@ JobExecutionResult = JobResult  # PyFlink's name for what a finished job returns
 
 __all__ = ["Types", "TypeInformation", "Row", "RowKind", "RestartStrategies", "JobClient", "JobExecutionResult",
            "JobStatus", "Duration", "Time", "Configuration", "WatermarkStrategy", "TimestampAssigner",
-           "WatermarkGenerator", "WatermarkOutput", "Encoder", "SimpleStringSchema", "SerializationSchema",
-           "DeserializationSchema"]
+           "WatermarkGenerator", "WatermarkOutput", "Encoder", "SimpleStringSchema", "ByteArraySchema",
+           "SerializationSchema", "DeserializationSchema"]
+
+
+def __getattr__(name: str):
+    """PyFlink attaches the row formats here too (for programs of its older versions)."""
+    from runtime.common import serialization
+
+    if name in serialization._ROW_FORMATS:
+        return getattr(serialization, name)
+    raise AttributeError(f"module 'runtime.common' has no attribute {name!r}")

@@ -1,9 +1,10 @@
 """PyFlink's ``pyflink.common.serialization``: turning records into bytes and back, and the file sink's encoder.
 
 In PyFlink these wrap Java objects that Flink's Java connectors call; here they are plain Python with the same
-names and constructors, and they do their work themselves (``serialize`` / ``deserialize`` / ``encode``), for
-use in your own sources and sinks. Java-only schemas (``JsonRowSerializationSchema``, Avro, CSV, bulk writer
-factories) are not provided: importing one raises an ``ImportError`` that says what to use instead.
+names and constructors, and they do their work themselves (``serialize`` / ``deserialize`` / ``encode``): the
+Kafka connector calls them, and so can your own sources and sinks. The row formats (``JsonRowSerializationSchema``
+and the others of :mod:`runtime.datastream.formats`) can be imported from here too, as older PyFlink programs do;
+bulk writer factories are not provided: importing one raises an ``ImportError`` that says what to use instead.
 
 >>> from runtime.common.serialization import Encoder, SimpleStringSchema
 >>> SimpleStringSchema().deserialize(b"caf\\xc3\\xa9"), Encoder.simple_string_encoder().encode(42)
@@ -17,9 +18,23 @@ import codecs
 from runtime.errors import ConfigurationError
 from runtime.not_provided import absent_names
 
-__all__ = ["SerializationSchema", "DeserializationSchema", "SimpleStringSchema", "Encoder"]
+__all__ = ["SerializationSchema", "DeserializationSchema", "SimpleStringSchema", "ByteArraySchema", "Encoder",
+           "RowFieldExtractorSchema"]
 
-__getattr__ = absent_names(__name__)
+# PyFlink 1.15 and older had the row formats here; they live in runtime.datastream.formats (which imports this
+# module, so they are looked up when asked for).
+_ROW_FORMATS = {"JsonRowSerializationSchema": "json", "JsonRowDeserializationSchema": "json",
+                "CsvRowSerializationSchema": "csv", "CsvRowDeserializationSchema": "csv",
+                "AvroRowSerializationSchema": "avro", "AvroRowDeserializationSchema": "avro"}
+_absent = absent_names(__name__)
+
+
+def __getattr__(name: str):
+    if name in _ROW_FORMATS:
+        import importlib
+
+        return getattr(importlib.import_module(f"runtime.datastream.formats.{_ROW_FORMATS[name]}"), name)
+    return _absent(name)
 
 
 def _codec(charset: str, where: str) -> str:
@@ -83,6 +98,42 @@ class SimpleStringSchema(SerializationSchema, DeserializationSchema):
 
     def __repr__(self) -> str:
         return f"SimpleStringSchema({self.charset!r})"
+
+
+class ByteArraySchema(SerializationSchema, DeserializationSchema):
+    """Bytes as they are, both ways (Flink's ``ByteArraySchema``).
+
+    >>> ByteArraySchema().serialize(b"raw"), ByteArraySchema().deserialize(b"raw")
+    (b'raw', b'raw')
+    """
+
+    def serialize(self, element) -> bytes:
+        return bytes(element)
+
+    def deserialize(self, message: bytes) -> bytes:
+        return bytes(message)
+
+
+class RowFieldExtractorSchema(SerializationSchema):
+    """One field of a Row (or tuple), which must hold bytes already, as the message (Flink's
+    ``RowFieldExtractorSchema``): a Kafka sink's key from field 0 and value from field 1, for instance.
+
+    >>> from runtime.types import Row
+    >>> RowFieldExtractorSchema(1).serialize(Row(b"user-1", b'{"n": 1}'))
+    b'{"n": 1}'
+    """
+
+    def __init__(self, field_index: int):
+        if field_index < 0:
+            raise ValueError(f"Field index must be non-negative, got {field_index}")
+        self.field_index = field_index
+
+    def serialize(self, element) -> bytes:
+        value = element[self.field_index]
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise TypeError(f"RowFieldExtractorSchema({self.field_index}): field {self.field_index} of {element!r:.100} "
+                            f"holds a {type(value).__name__}, not bytes: encode it in a map before the sink.")
+        return bytes(value)
 
 
 class Encoder:
