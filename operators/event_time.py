@@ -37,9 +37,24 @@ from operators.watermark_strategy import (
 )
 from runtime.errors import ApiUsageError, FunctionContractError
 from runtime.protocol.events import MAX_WATERMARK, Event, Watermark, WatermarkStatus
-from runtime.protocol.records import TimestampedBatch
+from runtime.protocol.records import SplitBatch, TimestampedBatch
 
 __all__ = ["TimestampsAndWatermarksOperator", "ColumnarTimestampsAndWatermarksOperator", "column_millis"]
+
+
+class _SplitClock:
+    """One split's watermark generator and when it last had a record."""
+
+    __slots__ = ("generator", "last_record_at")
+
+    def __init__(self, generator, now: float):
+        self.generator = generator
+        self.last_record_at = now
+
+    def idle(self, now: float, timeout: float | None) -> bool:
+        if getattr(self.generator.__dict__.get("_chandy_output"), "idle", False):
+            return True
+        return timeout is not None and now - self.last_record_at >= timeout
 
 
 class TimestampsAndWatermarksOperator(OneInputOperator):
@@ -48,6 +63,12 @@ class TimestampsAndWatermarksOperator(OneInputOperator):
     def __init__(self, name: str, strategy: WatermarkStrategy):
         super().__init__(name, strategy)
         self.strategy = strategy
+        # The source chained just before, when its reader keeps splits (a Kafka source's partitions): then one
+        # generator per split, as Flink's source operator keeps, and the subtask's watermark is the lowest of the
+        # splits that are not idle, so an empty partition holds event time back only until it is idle. Set by the
+        # subtask that chains them (runtime.executor.subtask).
+        self.split_source = None
+        self._splits: dict = {}
 
     def open(self) -> None:
         assigner = self.strategy.create_timestamp_assigner()
@@ -65,26 +86,65 @@ class TimestampsAndWatermarksOperator(OneInputOperator):
 
     def process_batch(self, records: list) -> list:
         extract = self.extract
-        if type(records) is TimestampedBatch:
+        kind = type(records)
+        if kind is TimestampedBatch or kind is SplitBatch:
             timestamps = [extract(r, t) for r, t in zip(records, records.timestamps)]
         else:
             timestamps = [extract(r, None) for r in records]
         timestamps = checked_timestamps(timestamps, records, self.name)
         if timestamps:
-            self.generator.on_batch(timestamps, records)
+            if kind is SplitBatch and self.split_source is not None:
+                self._per_split(records, timestamps)
+            else:
+                self.generator.on_batch(timestamps, records)
             if self.idle_timeout is not None:
                 self.last_record_at = time.monotonic()
         return TimestampedBatch.of(records, timestamps)
 
+    def _per_split(self, records: SplitBatch, timestamps: list) -> None:
+        grouped: dict = {}
+        for record, timestamp, split in zip(records, timestamps, records.splits):
+            group = grouped.get(split)
+            if group is None:
+                group = grouped[split] = ([], [])
+            group[0].append(timestamp)
+            group[1].append(record)
+        now = time.monotonic()
+        for split, (split_timestamps, split_records) in grouped.items():
+            clock = self._splits.get(split)
+            if clock is None:
+                clock = self._splits[split] = _SplitClock(self.strategy.create_watermark_generator(), now)
+            clock.generator.on_batch(split_timestamps, split_records)
+            clock.last_record_at = now
+
+    def _split_watermark(self, now: float) -> tuple[int, bool]:
+        """(the lowest watermark of the splits that are not idle, whether every split is idle): the splits are those
+        the reader holds now (a split it gave up is forgotten; one it has not read from yet holds back)."""
+        held = set(self.split_source.assigned_splits())
+        for split in [s for s in self._splits if s not in held]:
+            del self._splits[split]
+        for split in held:
+            if split not in self._splits:
+                self._splits[split] = _SplitClock(self.strategy.create_watermark_generator(), now)
+        # A split with records still to read is not idle, however long its last record is ago (a partition whose
+        # backlog the consumer has not fetched yet): only one at its end can be, and hold nothing back.
+        busy = set(self.split_source.backlogged_splits() or ())
+        active = [clock.generator.current_watermark() for split, clock in self._splits.items()
+                  if split in busy or not clock.idle(now, self.idle_timeout)]
+        return (min(active), False) if active else (self.emitted, True)
+
     def on_periodic_emit(self, now: float | None = None) -> list[Event]:
         """The events to send on now: a watermark if it advanced, and a change of idleness."""
         events: list[Event] = []
-        generator = self.generator
-        watermark = generator.current_watermark()
-        generator_idle = getattr(generator.__dict__.get("_chandy_output"), "idle", False)
-        idle = generator_idle
-        if self.idle_timeout is not None and not idle:
-            idle = (time.monotonic() if now is None else now) - self.last_record_at >= self.idle_timeout
+        now = time.monotonic() if now is None else now
+        if self.split_source is not None and self.split_source.assigned_splits() is not None:
+            watermark, idle = self._split_watermark(now)
+        else:
+            generator = self.generator
+            watermark = generator.current_watermark()
+            idle = getattr(generator.__dict__.get("_chandy_output"), "idle", False)
+            if self.idle_timeout is not None and not idle:
+                idle = now - self.last_record_at >= self.idle_timeout
         if idle != self.idle:
             self.idle = idle
             events.append(WatermarkStatus.IDLE if idle else WatermarkStatus.ACTIVE)

@@ -5,13 +5,28 @@
 
 from __future__ import annotations
 
+import enum
 import sys
 import uuid
 from typing import Any
 
 from operators.operator import SinkOperator
 
-__all__ = ["Sink", "SinkWriter", "CollectSink", "DiscardingSink", "PrintSink", "SinkWriterOperator"]
+__all__ = ["Sink", "SinkWriter", "CollectSink", "DiscardingSink", "PrintSink", "SinkWriterOperator", "DeliveryGuarantee"]
+
+
+class DeliveryGuarantee(enum.Enum):
+    """What a sink promises after failures (PyFlink's names). Chandy's ``FileSink`` and every
+    ``TwoPhaseCommitSink`` are ``EXACTLY_ONCE``; an ``IdempotentSink`` is effectively once (its upserts repeat
+    harmlessly); ``print()`` and ``CollectSink`` are ``AT_LEAST_ONCE``; the Kafka sink does what it is told.
+
+    >>> [guarantee.name for guarantee in DeliveryGuarantee]
+    ['EXACTLY_ONCE', 'AT_LEAST_ONCE', 'NONE']
+    """
+
+    EXACTLY_ONCE = "EXACTLY_ONCE"
+    AT_LEAST_ONCE = "AT_LEAST_ONCE"
+    NONE = "NONE"
 
 
 class SinkWriter:

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from operators.operator import SourceOperator
 from runtime.errors import ConfigurationError
+from runtime.protocol.records import SplitBatch, TimestampedBatch
 
 __all__ = ["Source", "SourceReader", "SequenceSource", "CollectionSource", "SourceReaderOperator"]
 
@@ -73,6 +74,21 @@ class SourceReader:
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` (and every earlier one) is committed; called between polls."""
+
+    def snapshot_taken(self, checkpoint_id: int, splits: list) -> None:
+        """Called right after :meth:`snapshot_state` with the checkpoint's id and what it returned, for readers
+        that act when that checkpoint completes (a Kafka reader commits those offsets to its consumer group)."""
+
+    def assigned_splits(self) -> list | None:
+        """The ids of the splits this reader holds now, for readers whose polls return a
+        :class:`~runtime.protocol.records.SplitBatch` (each record's split): the watermark operator chained after
+        the source keeps one watermark per split. None (the default): the reader keeps no splits apart."""
+        return None
+
+    def backlogged_splits(self) -> list | None:
+        """Of :meth:`assigned_splits`, those known to have records this reader has not read yet (a Kafka partition
+        it has not reached the end of): never idle, however long since their last record came. None: unknown."""
+        return None
 
 
 class Source:
@@ -249,6 +265,7 @@ class SourceReaderOperator(SourceOperator):
     def snapshot_operator_state(self, checkpoint_id: int) -> dict[str, list]:
         state = super().snapshot_operator_state(checkpoint_id)
         splits = state[self._state_name()] = list(self.reader.snapshot_state())
+        self.reader.snapshot_taken(checkpoint_id, splits)
         self._position = repr(splits)
         return state
 
@@ -262,8 +279,21 @@ class SourceReaderOperator(SourceOperator):
         if notify is not None and callable(notify):
             notify(checkpoint_id)
 
+    # Whether a watermark operator that keeps one watermark per split is chained right after (set by the subtask):
+    # else a SplitBatch's splits mean nothing further on, and it goes on as the TimestampedBatch it also is.
+    passes_splits = False
+
     def poll(self, max_records: int) -> list | None:
-        return self.reader.poll(max_records)
+        batch = self.reader.poll(max_records)
+        if type(batch) is SplitBatch and not self.passes_splits:
+            return TimestampedBatch.of(batch, batch.timestamps)
+        return batch
+
+    def assigned_splits(self) -> list | None:
+        return self.reader.assigned_splits() if self.reader is not None else None
+
+    def backlogged_splits(self) -> list | None:
+        return self.reader.backlogged_splits() if self.reader is not None else None
 
     def close(self) -> None:
         if self.reader is not None:

@@ -35,6 +35,7 @@ __all__ = [
     "FunctionContractError",
     "MalformedRecordError",
     "InputUnreachableError",
+    "ServerUnreachableError",
     "OutputUnreachableError",
     "OutputCommitError",
     "StateUsageError",
@@ -269,6 +270,11 @@ class MalformedRecordError(ChandyError, ValueError):
 
 class InputUnreachableError(ChandyError):
     """A source cannot reach its input: it cannot list or read it, or its path matches nothing."""
+
+
+class ServerUnreachableError(ChandyError):
+    """A server a connector talks to (a Kafka cluster, a database) does not answer, or refuses what it is sent for a
+    reason that may pass (a restart may find it again)."""
 
 
 class OutputUnreachableError(ChandyError):

@@ -1,7 +1,7 @@
 """The PyFlink modules and names Chandy deliberately lacks, each with why and what to use instead.
 
 Porting a PyFlink program means replacing ``pyflink`` with ``runtime`` in its imports. Where Chandy has no
-counterpart (a Kafka connector, a JVM-only feature), the import still fails, as it must, but with a
+counterpart (a JDBC connector, a JVM-only feature), the import still fails, as it must, but with a
 :class:`NotProvidedError` (an ``ImportError``) that says what is missing, why, and what to use instead, so the
 porter is never left guessing whether a name was forgotten.
 
@@ -11,11 +11,11 @@ line, ``refuse_import(__name__)``, and a module that lacks a few of PyFlink's na
 
 >>> from runtime.not_provided import NotProvidedError
 >>> try:
-...     from runtime.datastream.connectors.kafka import KafkaSource
+...     from runtime.datastream.connectors.pulsar import PulsarSource
 ... except ImportError as error:
 ...     print(type(error).__name__, "-", error)
-NotProvidedError - Chandy does not provide runtime.datastream.connectors.kafka (PyFlink's Kafka connector:
-KafkaSource, KafkaSink, FlinkKafkaConsumer, FlinkKafkaProducer). Why: ... Instead: ...
+NotProvidedError - Chandy does not provide runtime.datastream.connectors.pulsar (PyFlink's Pulsar connector:
+PulsarSource, PulsarSink). Why: ... Instead: ...
 """
 
 from __future__ import annotations
@@ -78,8 +78,6 @@ def _connector(name: str, names: str, instead: str) -> Absence:
     return Absence(f"PyFlink's {name} connector: {names}", _JVM_CONNECTOR, f"{instead}; {_FILES}")
 
 
-_KAFKA = _connector("Kafka", "KafkaSource, KafkaSink, FlinkKafkaConsumer, FlinkKafkaProducer",
-                    f"{_OWN_SOURCE}; {_OWN_SINK}")
 _JDBC = _connector("JDBC", "JdbcSink, JdbcConnectionOptions, JdbcExecutionOptions", _OWN_SINK)
 _PULSAR = _connector("Pulsar", "PulsarSource, PulsarSink", f"{_OWN_SOURCE}; {_OWN_SINK}")
 _RABBITMQ = _connector("RabbitMQ", "RMQSource, RMQSink, RMQConnectionConfig", f"{_OWN_SOURCE}; {_OWN_SINK}")
@@ -88,9 +86,9 @@ _PACKAGE = "runtime.datastream.connectors"
 
 # module -> why it is missing; each of these modules is the one line refuse_import(__name__)
 MISSING_MODULES: dict[str, Absence] = {
-    f"{_PACKAGE}.kafka": _KAFKA,
     f"{_PACKAGE}.dynamic_kafka": _connector("dynamic Kafka", "DynamicKafkaSource, KafkaMetadataService",
-                                            _OWN_SOURCE),
+                                            "KafkaSource from runtime.datastream.connectors.kafka, one per cluster, "
+                                            "and union() of their streams"),
     f"{_PACKAGE}.jdbc": _JDBC,
     f"{_PACKAGE}.kinesis": _connector("Kinesis", "FlinkKinesisConsumer, KinesisStreamsSink, KinesisFirehoseSink",
                                       f"{_OWN_SOURCE}; {_OWN_SINK}"),
@@ -124,7 +122,6 @@ MISSING_NAMES: dict[str, dict[str, Absence]] = {
     "runtime.datastream": {"PredefinedOptions": _ROCKSDB},
     "runtime.datastream.state_backend": {"PredefinedOptions": _ROCKSDB},
     _PACKAGE: {
-        **dict.fromkeys(["KafkaSource", "FlinkKafkaConsumer", "FlinkKafkaProducer", "Semantic"], _KAFKA),
         **dict.fromkeys(["DynamicKafkaSource", "DynamicKafkaSourceBuilder", "KafkaMetadataService",
                          "KafkaRecordDeserializationSchema", "KafkaStreamSetSubscriber", "KafkaStreamSubscriber",
                          "StreamPatternSubscriber", "SingleClusterTopicMetadataService"],

@@ -23,8 +23,21 @@ def pytest_collection_modifyitems(config, items):
     fixture): ``pytest -m "not spark"`` is the fast tier, which needs no JVM."""
     integration = os.path.join(ROOT, "tests", "integration") + os.sep
     for item in items:
-        if str(item.fspath).startswith(integration) or {"spark", "env"} & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if str(item.fspath).startswith(integration) or {"spark", "env"} & fixtures:
             item.add_marker(pytest.mark.spark)
+        if "kafka" in fixtures:
+            item.add_marker(pytest.mark.kafka)
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """A Kafka-protocol broker for the session (tests/kafka_broker.py)."""
+    from tests.kafka_broker import start_broker
+
+    broker = start_broker()
+    yield broker
+    broker.stop()
 
 
 @pytest.fixture(scope="session")

@@ -66,7 +66,6 @@ MISSING_ON_PURPOSE = {
     "runtime.datastream.connectors.elasticsearch",
     "runtime.datastream.connectors.hybrid_source",
     "runtime.datastream.connectors.jdbc",
-    "runtime.datastream.connectors.kafka",
     "runtime.datastream.connectors.kinesis",
     "runtime.datastream.connectors.pubsub",
     "runtime.datastream.connectors.pulsar",

@@ -122,6 +122,10 @@ class SubtaskRunner:
         self.sent_idle = False  # whether this subtask told its consumers that it is idle
         interval_ms = slot.graph.auto_watermark_interval_ms
         self.generators = [(i, op) for i, op in enumerate(self.operators) if op.generates_watermarks]
+        if chain.is_source and len(self.operators) > 1 and hasattr(self.operators[1], "split_source"):
+            # Timestamps and watermarks right after the source: per split, where the source's reader keeps splits.
+            self.operators[0].passes_splits = True
+            self.operators[1].split_source = self.operators[0]
         self.watermark_interval = interval_ms / 1000.0 if self.generators and interval_ms > 0 else None
         self.timer_operators = [(i, op) for i, op in enumerate(self.operators) if op.has_processing_timers]
         # Per gate channel: whether it feeds the second input of a two-input head (connect), else None.

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pyarrow import RecordBatch
 
-__all__ = ["TimestampedBatch", "timestamps_of", "count_records"]
+__all__ = ["TimestampedBatch", "SplitBatch", "timestamps_of", "count_records"]
 
 
 class TimestampedBatch(list):
@@ -46,6 +46,36 @@ class TimestampedBatch(list):
         return f"TimestampedBatch({list.__repr__(self)}, timestamps={self.timestamps!r})"
 
 
+class SplitBatch(TimestampedBatch):
+    """A source subtask's batch that also says which split (a Kafka partition ...) each record came from:
+    ``splits``, parallel to the records. The watermark operator chained after the source then keeps one watermark
+    per split (Flink's per-split watermarks) and sends on the lowest of those not idle. Off the source's chain
+    (pickled to another subtask) it travels as a plain :class:`TimestampedBatch`.
+
+    >>> batch = SplitBatch.of_splits(["a", "b"], [10, 20], ["orders-0", "orders-1"])
+    >>> batch.splits, type(pickle_roundtrip(batch)).__name__
+    (['orders-0', 'orders-1'], 'TimestampedBatch')
+    """
+
+    __slots__ = ("splits",)
+
+    @classmethod
+    def of_splits(cls, records, timestamps: list, splits: list) -> "SplitBatch":
+        batch = cls(records)
+        batch.timestamps = timestamps
+        batch.splits = splits
+        return batch
+
+    def __repr__(self) -> str:
+        return f"SplitBatch({list.__repr__(self)}, timestamps={self.timestamps!r}, splits={self.splits!r})"
+
+
+def pickle_roundtrip(value):
+    import pickle
+
+    return pickle.loads(pickle.dumps(value))
+
+
 def _rebuild(records: list, timestamps: list) -> TimestampedBatch:
     return TimestampedBatch.of(records, timestamps)
 
@@ -56,7 +86,7 @@ def timestamps_of(batch: list) -> list | None:
     >>> timestamps_of([1, 2]) is None, timestamps_of(TimestampedBatch.of([1], [5]))
     (True, [5])
     """
-    return batch.timestamps if type(batch) is TimestampedBatch else None
+    return batch.timestamps if type(batch) is TimestampedBatch or type(batch) is SplitBatch else None
 
 
 def count_records(batch) -> int:

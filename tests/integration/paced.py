@@ -120,6 +120,15 @@ class _PacedReader(SourceReader):
     def snapshot_state(self) -> list:
         return self.inner.snapshot_state()
 
+    def snapshot_taken(self, checkpoint_id: int, splits: list) -> None:
+        self.inner.snapshot_taken(checkpoint_id, splits)
+
+    def assigned_splits(self):
+        return self.inner.assigned_splits()
+
+    def backlogged_splits(self):
+        return self.inner.backlogged_splits()
+
     def restore_state(self, splits: list) -> None:
         self.inner.restore_state(splits)
 

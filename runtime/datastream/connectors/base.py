@@ -12,23 +12,7 @@ A PyFlink ``Source`` or ``Sink`` wraps a Java object; Chandy's are Python classe
 
 from __future__ import annotations
 
-import enum
-
-from operators.sinks import Sink
+from operators.sinks import DeliveryGuarantee, Sink
 from operators.sources import Source
 
 __all__ = ["Source", "Sink", "DeliveryGuarantee"]
-
-
-class DeliveryGuarantee(enum.Enum):
-    """What a sink promises after failures (PyFlink's names). Chandy's ``FileSink`` and every
-    ``TwoPhaseCommitSink`` are ``EXACTLY_ONCE``; an ``IdempotentSink`` is effectively once (its upserts repeat
-    harmlessly); ``print()`` and ``CollectSink`` are ``AT_LEAST_ONCE``.
-
-    >>> [guarantee.name for guarantee in DeliveryGuarantee]
-    ['EXACTLY_ONCE', 'AT_LEAST_ONCE', 'NONE']
-    """
-
-    EXACTLY_ONCE = "EXACTLY_ONCE"
-    AT_LEAST_ONCE = "AT_LEAST_ONCE"
-    NONE = "NONE"

@@ -1,0 +1,399 @@
+"""Reading Kafka topics as a stream, exactly once: each partition is a split, its offset the split's position.
+
+Every subtask reads the partitions :func:`~operators.kafka.partitions.owner` gives it, with a consumer of its own
+that it assigns them to (no consumer-group rebalancing: the job decides who reads what). Its checkpointed state
+is each of its partitions' next offset (union state, as the file source's: after a restore at any parallelism
+each reader takes the offsets of the partitions it now owns), so a restore resumes at exactly the record after
+the checkpoint. When a checkpoint completes, those offsets are committed to the consumer group (for monitoring
+and for ``committed_offsets()`` starts, as Flink does; never read back on a restore). Partitions are looked for
+again every ``partition.discovery.interval.ms`` (5 minutes; unbounded sources only): a new one is read from its
+earliest offset, as in Flink.
+
+Records come with the Kafka record's timestamp as their event time, and with their partition as their split:
+a watermark strategy given to ``env.from_source`` then keeps one watermark per partition.
+
+>>> source = KafkaSource("localhost:9092", topics=["orders"], deserializer=None)
+>>> source.bounded, source.describe_subscription()
+(False, "topics ['orders']")
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+from operators.kafka.client import METADATA_TIMEOUT_S, check_properties, client_config, error_text, for_role, with_log
+from operators.kafka.offsets import KafkaOffsetResetStrategy, KafkaOffsetsInitializer
+from operators.kafka.partitions import KafkaTopicPartition, owner
+from operators.sources import Source, SourceReader
+from runtime.errors import ConfigurationError, MalformedRecordError, ServerUnreachableError
+from runtime.protocol.records import SplitBatch
+
+__all__ = ["KafkaSource", "DISCOVERY_INTERVAL_MS", "UNREACHABLE_AFTER_S"]
+
+log = logging.getLogger(__name__)
+
+DISCOVERY_INTERVAL_MS = 300_000  # Flink's partition.discovery.interval.ms
+POLL_WAIT_S = 0.02  # a poll with nothing to read waits this long: short, since a checkpoint waits for the poll
+UNREACHABLE_AFTER_S = 60.0  # every broker down this long fails the subtask (a restart may find them again)
+_NOT_AVAILABLE = 0  # confluent_kafka.TIMESTAMP_NOT_AVAILABLE
+
+
+class KafkaSource(Source):
+    """Reads ``topics`` (a list), a ``topic_pattern`` (a regular expression) or ``partitions`` (a set of
+    :class:`KafkaTopicPartition`) from the cluster at ``bootstrap_servers``. Built by PyFlink's
+    ``KafkaSource.builder()`` (:mod:`runtime.datastream.connectors.kafka`).
+
+    ``deserializer``: what turns a record's value into a record (``deserialize(bytes)``, e.g. PyFlink's
+    ``SimpleStringSchema()``); a ``None`` it returns is skipped, as Flink skips it. ``on_deserialization_error``:
+    ``"fail"`` (default: the job fails naming topic, partition and offset) or ``"skip"`` (counted).
+    ``starting_offsets`` / ``stopping_offsets``: :class:`KafkaOffsetsInitializer` s; with stopping offsets and
+    ``bounded``, the job ends when every partition reached them.
+    """
+
+    def __init__(self, bootstrap_servers: str, topics: list[str] | None = None, topic_pattern: str | None = None,
+                 partitions=None, deserializer=None, group_id: str | None = None,
+                 starting_offsets: KafkaOffsetsInitializer | None = None,
+                 stopping_offsets: KafkaOffsetsInitializer | None = None, bounded: bool = False,
+                 properties: dict | None = None, on_deserialization_error: str = "fail"):
+        self.properties = dict(properties or {})
+        if bootstrap_servers:
+            self.properties["bootstrap.servers"] = bootstrap_servers
+        self.topics = list(topics) if topics else None
+        self.topic_pattern = topic_pattern
+        self.partitions = sorted(partitions) if partitions else None
+        self.deserializer = deserializer
+        self.group_id = group_id or self.properties.get("group.id")
+        self.starting_offsets = starting_offsets or KafkaOffsetsInitializer.earliest()
+        self.stopping_offsets = stopping_offsets
+        self.bounded = bool(bounded and stopping_offsets is not None)
+        if on_deserialization_error not in ("fail", "skip"):
+            raise ConfigurationError(f"KafkaSource on_deserialization_error must be 'fail' or 'skip', not "
+                                     f"{on_deserialization_error!r}.")
+        self.on_deserialization_error = on_deserialization_error
+        self.consumer_group = None  # the group the readers' consumers join: the user's, or one of their own
+
+    # -- settings ----------------------------------------------------------------------------------------
+
+    def describe_subscription(self) -> str:
+        if self.topics:
+            return f"topics {self.topics}"
+        if self.topic_pattern is not None:
+            return f"topics matching {self.topic_pattern!r}"
+        return f"partitions {', '.join(map(str, self.partitions or []))}"
+
+    @property
+    def discovery_interval_ms(self) -> float:
+        if self.bounded:
+            return -1
+        return float(self.properties.get("partition.discovery.interval.ms", DISCOVERY_INTERVAL_MS))
+
+    @property
+    def commits_offsets(self) -> bool:
+        """Whether completed checkpoints commit offsets to the consumer group: only to a group the user named."""
+        value = str(self.properties.get("commit.offsets.on.checkpoint", "true")).strip().lower()
+        return self.group_id is not None and value == "true"
+
+    def consumer_config(self, subtask: int) -> dict:
+        config = client_config(self.properties)
+        prefix = self.properties.get("client.id.prefix") or self.group_id or "chandy-kafka-source"
+        config.setdefault("client.id", f"{prefix}-{subtask}")
+        config["group.id"] = self.consumer_group
+        config["enable.auto.commit"] = "false"  # offsets are committed when checkpoints complete
+        config.setdefault("enable.auto.offset.store", "false")
+        config.setdefault("isolation.level", "read_committed")  # only committed output of transactional producers
+        config.setdefault("auto.offset.reset", self.starting_offsets.reset_strategy.librdkafka)
+        config["enable.partition.eof"] = "true"  # says when a partition has nothing more for now (idleness)
+        return config
+
+    def validate(self) -> None:
+        """Driver, before launch: the settings make sense, the cluster answers, and the topics exist."""
+        if sum(x is not None for x in (self.topics, self.topic_pattern, self.partitions)) != 1:
+            raise ConfigurationError("KafkaSource: subscribe to exactly one of set_topics(...), set_topic_pattern(...) "
+                                     "and set_partitions(...).")
+        if not self.properties.get("bootstrap.servers"):
+            raise ConfigurationError("KafkaSource: set_bootstrap_servers('host:9092,...') is missing.")
+        if self.deserializer is None or not callable(getattr(self.deserializer, "deserialize", None)):
+            raise ConfigurationError("KafkaSource: set_value_only_deserializer(...) is missing (SimpleStringSchema(), "
+                                     "JsonRowDeserializationSchema ..., or an object with deserialize(bytes)).")
+        if self.starting_offsets.needs_group and self.group_id is None:
+            raise ConfigurationError("KafkaSource: committed_offsets() starts from the consumer group's offsets: "
+                                     "set_group_id(...) is missing.")
+        if self.topic_pattern is not None:
+            try:
+                re.compile(self.topic_pattern)
+            except re.error as exc:
+                raise ConfigurationError(f"KafkaSource: set_topic_pattern({self.topic_pattern!r}) is no regular "
+                                         f"expression: {exc}.") from None
+        if self.consumer_group is None:
+            self.consumer_group = self.group_id or f"chandy-{uuid.uuid4().hex[:12]}"
+        config = self.consumer_config(0)
+        check_properties(config, "KafkaSource", "consumer")
+        topics = existing_topics(config, "KafkaSource")
+        wanted = self.topics or sorted({p.topic for p in self.partitions or []})
+        missing = [t for t in wanted if t not in topics]
+        if missing:
+            raise ConfigurationError(
+                f"KafkaSource: topic{'s' if len(missing) > 1 else ''} {', '.join(missing)} do{'es' if len(missing) == 1 else ''} "
+                f"not exist on {self.properties['bootstrap.servers']} (it has {', '.join(sorted(topics)[:10]) or 'none'}). "
+                "Create it first (kafka-topics.sh --create, or your cluster's tools), or use set_topic_pattern(...) "
+                "to read topics as they appear.")
+
+    def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
+        return _KafkaReader(self, subtask_index, parallelism)
+
+
+def existing_topics(config: dict, what: str, timeout_s: float | None = None) -> dict:
+    """Topic name -> partition count on the cluster of ``config``; ServerUnreachableError when it does not answer
+    within ``timeout_s`` (default :data:`METADATA_TIMEOUT_S`)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    timeout_s = METADATA_TIMEOUT_S if timeout_s is None else timeout_s
+    try:
+        metadata = AdminClient(with_log(for_role(config, "admin"))).list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise ServerUnreachableError(
+            f"{what}: the Kafka cluster at {config.get('bootstrap.servers')} does not answer within {timeout_s:.0f} s "
+            f"({error_text(exc)}). Check the bootstrap servers, that the brokers run, and that this machine and the "
+            "executors can reach them.") from None
+    return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
+
+
+class _KafkaReader(SourceReader):
+    union_state = True  # every reader sees every partition's offset after a restore, and keeps its own
+
+    def __init__(self, source: KafkaSource, subtask: int, parallelism: int):
+        self.source = source
+        self.subtask = subtask
+        self.parallelism = parallelism
+        self.positions: dict[KafkaTopicPartition, int] = {}  # the next offset to read, of each partition read
+        self.stops: dict[KafkaTopicPartition, int] = {}  # bounded: where each partition ends (exclusive)
+        self.snapshots: list[tuple[int, dict]] = []  # (checkpoint id, offsets) not yet committed to the group
+        self.consumer = None
+        self.next_discovery = 0.0
+        self.skipped = 0  # records that did not deserialize, skipped (on_deserialization_error="skip")
+        self.brokers_down_since: float | None = None
+        self._checked_low = set()  # partitions whose first position was checked against retention
+        self._restored: dict[KafkaTopicPartition, int] | None = None  # offsets of a restored checkpoint, owned here
+        self.at_end: set[KafkaTopicPartition] = set()  # partitions read to their end (no record available now)
+
+    # -- assignment ---------------------------------------------------------------------------------------
+
+    def _owns(self, partition: KafkaTopicPartition) -> bool:
+        return owner(partition.topic, partition.partition, self.parallelism) == self.subtask
+
+    def _all_partitions(self) -> list[KafkaTopicPartition]:
+        source = self.source
+        if source.partitions is not None:
+            return list(source.partitions)
+        try:
+            metadata = self.consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+        except Exception as exc:  # KafkaException
+            raise ServerUnreachableError(f"KafkaSource: listing the partitions of {source.describe_subscription()} "
+                                        f"failed: {error_text(exc)}") from None
+        if source.topics is not None:
+            names = [t for t in source.topics if t in metadata.topics]
+        else:
+            pattern = re.compile(source.topic_pattern)
+            names = [t for t in metadata.topics if not t.startswith("__") and pattern.fullmatch(t)]
+        return [KafkaTopicPartition(t, p) for t in sorted(names) for p in sorted(metadata.topics[t].partitions)]
+
+    def _discover(self, first: bool) -> None:
+        new = [p for p in self._all_partitions() if self._owns(p) and p not in self.positions]
+        self.next_discovery = time.monotonic() + self.source.discovery_interval_ms / 1000.0
+        if not new:
+            return
+        restored = self._restored or {}
+        fresh = [p for p in new if p not in restored]
+        for p in new:
+            if p in restored:
+                self.positions[p] = restored[p]
+        # At the very start, the configured starting offsets; a partition found later (or not in the checkpoint a
+        # job restores) is read from its beginning, as Flink reads newly discovered partitions.
+        starting = first and self._restored is None
+        initializer = self.source.starting_offsets if starting else KafkaOffsetsInitializer.earliest()
+        self.positions.update(initializer.resolve(self.consumer, fresh, self.source.group_id, METADATA_TIMEOUT_S))
+        if self.source.stopping_offsets is not None:
+            unknown = [p for p in new if p not in self.stops]
+            self.stops.update(self.source.stopping_offsets.resolve(self.consumer, unknown, self.source.group_id,
+                                                                   METADATA_TIMEOUT_S))
+        if not first:
+            log.info("Kafka source subtask %d: new partitions %s, read from %s", self.subtask,
+                     ", ".join(map(str, new)), "their beginning")
+        self._assign()
+
+    def _assign(self) -> None:
+        from confluent_kafka import TopicPartition
+
+        reading = [p for p in sorted(self.positions) if not self._done(p)]
+        self.consumer.assign([TopicPartition(p.topic, p.partition, self.positions[p]) for p in reading])
+
+    def _done(self, partition: KafkaTopicPartition) -> bool:
+        stop = self.stops.get(partition)
+        return stop is not None and self.positions[partition] >= stop
+
+    def assigned_splits(self) -> list:
+        return [str(p) for p in self.positions]
+
+    def backlogged_splits(self) -> list:
+        return [str(p) for p in self.positions if p not in self.at_end and not self._done(p)]
+
+    # -- the reader's life --------------------------------------------------------------------------------
+
+    def restore_state(self, splits: list) -> None:
+        self._restored = {}
+        for topic, partition, offset, stop in splits:
+            split = KafkaTopicPartition(topic, partition)
+            if self._owns(split):
+                self._restored[split] = offset
+                if stop is not None:
+                    self.stops[split] = stop
+
+    def open(self, runtime_context) -> None:
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer(with_log(for_role(self.source.consumer_config(self.subtask), "consumer")))
+        self._discover(first=True)
+        log.info("Kafka source subtask %d reads %s", self.subtask, ", ".join(
+            f"{p} from offset {o}" + (f" to {self.stops[p]}" if p in self.stops else "")
+            for p, o in sorted(self.positions.items())) or "no partition")
+
+    def poll(self, max_records: int) -> list | None:
+        if self.source.bounded and all(self._done(p) for p in self.positions):
+            return None
+        if self.source.discovery_interval_ms > 0 and time.monotonic() >= self.next_discovery:
+            self._discover(first=False)
+        if not self.positions:
+            time.sleep(POLL_WAIT_S)
+            return []
+        messages = self.consumer.consume(num_messages=max_records, timeout=POLL_WAIT_S)
+        records, timestamps, splits = [], [], []
+        deserialize = self.source.deserializer.deserialize
+        finished = False
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                self._on_error(error, message)
+                continue
+            split = KafkaTopicPartition(message.topic(), message.partition())
+            self.at_end.discard(split)
+            offset = message.offset()
+            stop = self.stops.get(split)
+            if stop is not None and offset >= stop:
+                finished = True
+                continue
+            if split not in self._checked_low:
+                self._check_position(split, offset)
+            self.positions[split] = offset + 1
+            value = message.value()
+            if value is None:  # a tombstone (a compacted topic's deletion): no value to deserialize
+                continue
+            try:
+                record = deserialize(value)
+            except Exception as exc:
+                if self.source.on_deserialization_error == "skip":
+                    self.skipped += 1
+                    continue
+                raise MalformedRecordError(
+                    f"Kafka source: the record at offset {offset} of topic {split.topic}, partition {split.partition} "
+                    f"does not deserialize ({type(exc).__name__}: {exc}). Fix the producer, or skip such records "
+                    "with KafkaSource.builder()...set_on_deserialization_error('skip').") from exc
+            if record is None:
+                continue
+            kind, timestamp = message.timestamp()
+            records.append(record)
+            timestamps.append(timestamp if kind != _NOT_AVAILABLE else None)
+            splits.append(str(split))
+        if messages:
+            self.brokers_down_since = None
+        if finished or any(self._done(p) for p in self.positions):
+            self._assign()  # a partition that reached its end is read no more
+        return SplitBatch.of_splits(records, timestamps, splits)
+
+    def _check_position(self, split: KafkaTopicPartition, offset: int) -> None:
+        """The first record read of a partition: if it is past the position, retention deleted what was between,
+        and the reset strategy chose where to go on. Say so once (it loses records)."""
+        self._checked_low.add(split)
+        expected = self.positions.get(split)
+        if expected is not None and offset > expected:
+            from confluent_kafka import TopicPartition
+
+            low, _ = self.consumer.get_watermark_offsets(TopicPartition(split.topic, split.partition),
+                                                         timeout=METADATA_TIMEOUT_S, cached=False)
+            if expected < low:
+                log.warning("Kafka source: position %d of %s is no longer retained (the partition now starts at %d); "
+                            "reading on from offset %d by the reset strategy %s: records %d..%d are lost to this "
+                            "job", expected, split, low, offset, self.source.starting_offsets.reset_strategy.name,
+                            expected, low - 1)
+
+    def _on_error(self, error, message) -> None:
+        from confluent_kafka import KafkaError
+
+        code = error.code()
+        if code == KafkaError._PARTITION_EOF:  # read to the end for now: a partition that may go idle
+            self.at_end.add(KafkaTopicPartition(message.topic(), message.partition()))
+            return
+        if code in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
+            now = time.monotonic()
+            if self.brokers_down_since is None:
+                self.brokers_down_since = now
+                log.warning("Kafka source subtask %d: %s (still trying)", self.subtask, error.str())
+            elif now - self.brokers_down_since > UNREACHABLE_AFTER_S:
+                raise ServerUnreachableError(f"Kafka source: the brokers at {self.source.properties['bootstrap.servers']}"
+                                            f" have not answered for {UNREACHABLE_AFTER_S:.0f} s ({error.str()}).")
+            return
+        if code == KafkaError.OFFSET_OUT_OF_RANGE and self.source.starting_offsets.reset_strategy is \
+                KafkaOffsetResetStrategy.NONE:
+            raise ConfigurationError(f"Kafka source: {error.str()}, and the reset strategy is NONE: the records "
+                                        "after the checkpoint are gone (retention). Restart with a reset strategy "
+                                        "(committed_offsets(KafkaOffsetResetStrategy.EARLIEST)) to go on without them.")
+        if error.fatal() or not error.retriable():
+            raise ServerUnreachableError(f"Kafka source subtask {self.subtask}: {error.str()}")
+        log.warning("Kafka source subtask %d: %s", self.subtask, error.str())
+
+    def snapshot_state(self) -> list:
+        return [(p.topic, p.partition, offset, self.stops.get(p)) for p, offset in sorted(self.positions.items())]
+
+    def snapshot_taken(self, checkpoint_id: int, splits: list) -> None:
+        if self.source.commits_offsets:
+            self.snapshots.append((checkpoint_id, {(t, p): o for t, p, o, _ in splits}))
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Commit the offsets of the newest completed checkpoint to the consumer group (monitoring only)."""
+        due = [offsets for cid, offsets in self.snapshots if cid <= checkpoint_id]
+        self.snapshots = [(cid, offsets) for cid, offsets in self.snapshots if cid > checkpoint_id]
+        if not due or self.consumer is None:
+            return
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in due[-1].items()],
+                                 asynchronous=True)
+        except KafkaException as exc:  # the job's exactness does not depend on it: say so, go on
+            log.warning("Kafka source subtask %d: committing offsets of checkpoint %d to group %s failed: %s",
+                        self.subtask, checkpoint_id, self.source.consumer_group, error_text(exc))
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except Exception:  # closing a consumer whose brokers are gone: nothing more to do
+                log.debug("closing the Kafka consumer failed", exc_info=True)
+            self.consumer = None
+
+    def metrics(self) -> dict:
+        """Per partition: the lag (the partition's end minus the position, from the newest fetch)."""
+        from confluent_kafka import TopicPartition
+
+        lags = {}
+        for p, position in self.positions.items():
+            try:
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition), cached=True)
+            except Exception:  # not fetched yet
+                continue
+            if high >= 0:
+                lags[str(p)] = max(0, high - position)
+        return {"lag": lags, "skipped": self.skipped}

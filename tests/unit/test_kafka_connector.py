@@ -1,0 +1,219 @@
+"""The Kafka connector's parts against the session's Kafka-protocol broker, without Spark: readers and their
+checkpointed offsets, offsets initializers, partition assignment, errors that name the problem and the fix."""
+
+import collections
+import logging
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from operators.kafka import source as source_module
+from operators.kafka.partitions import owner
+from runtime.common.serialization import SimpleStringSchema
+from runtime.datastream.connectors.kafka import (
+    DeliveryGuarantee,
+    KafkaOffsetResetStrategy,
+    KafkaOffsetsInitializer,
+    KafkaRecordSerializationSchema,
+    KafkaSink,
+    KafkaSource,
+    KafkaTopicPartition,
+)
+from runtime.datastream.formats.json import JsonRowDeserializationSchema
+from runtime.errors import ApiUsageError, ConfigurationError, MalformedRecordError, ServerUnreachableError
+from runtime.types import Types
+
+
+@given(st.text(min_size=1, max_size=20), st.integers(1, 64), st.integers(1, 16))
+def test_every_partition_has_exactly_one_reader_at_any_parallelism(topic, partitions, parallelism):
+    owners = [owner(topic, p, parallelism) for p in range(partitions)]
+    assert all(0 <= o < parallelism for o in owners)
+    counts = collections.Counter(owners)
+    assert max(counts.values()) - min(counts.get(s, 0) for s in range(parallelism)) <= 1 or partitions < parallelism
+
+
+def builder(kafka, topic):
+    return (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap).set_topics(topic)
+            .set_value_only_deserializer(SimpleStringSchema()))
+
+
+def read_all(reader, limit=10_000) -> list:
+    got = []
+    for _ in range(400):
+        batch = reader.poll(limit)
+        if batch is None:
+            return got
+        got.extend(zip(batch, batch.timestamps, batch.splits))
+    raise AssertionError("the reader did not end")
+
+
+def test_readers_split_the_partitions_and_a_restore_at_another_parallelism_resumes_each_exactly(kafka):
+    topic = kafka.topic("restore", 5)
+    kafka.produce(topic, [(None, str(i), 1_000 + i) for i in range(500)], partition_of=lambda i: i % 5)
+    source = builder(kafka, topic).set_bounded(KafkaOffsetsInitializer.latest()).build()
+    source.validate()
+    readers = [source.create_reader(s, 2) for s in range(2)]
+    first = []
+    for reader in readers:
+        reader.open(None)
+        batch = reader.poll(37)  # part of the input, then a checkpoint
+        first.extend(batch)
+        assert set(batch.splits) <= set(reader.assigned_splits())
+    union = [split for reader in readers for split in reader.snapshot_state()]
+    for reader in readers:
+        reader.close()
+    rest = []
+    for subtask in range(3):
+        reader = source.create_reader(subtask, 3)
+        reader.restore_state(union)
+        reader.open(None)
+        rest.extend(record for record, _, _ in read_all(reader))
+        reader.close()
+    assert sorted(first + rest, key=int) == [str(i) for i in range(500)]
+
+
+def test_records_carry_their_partition_and_kafka_timestamp(kafka):
+    topic = kafka.topic("stamps", 2)
+    kafka.produce(topic, [(None, "a", 5_000), (None, "b", 6_000)], partition_of=lambda i: i)
+    reader = builder(kafka, topic).set_bounded(KafkaOffsetsInitializer.latest()).build().create_reader(0, 1)
+    reader.source.validate()
+    reader.open(None)
+    assert sorted(read_all(reader)) == [("a", 5_000, f"{topic}-0"), ("b", 6_000, f"{topic}-1")]
+    assert sorted(reader.backlogged_splits()) == [], "read to the end"
+
+
+def test_starting_offsets_earliest_latest_timestamp_committed_and_given(kafka):
+    topic = kafka.topic("starts", 1)
+    kafka.produce(topic, [(None, str(i), 10_000 + 1_000 * i) for i in range(10)])
+    partition = KafkaTopicPartition(topic, 0)
+
+    def first_record(initializer, group=None):
+        b = builder(kafka, topic).set_starting_offsets(initializer).set_bounded(KafkaOffsetsInitializer.latest())
+        if group is not None:
+            b.set_group_id(group)
+        source = b.build()
+        source.validate()
+        reader = source.create_reader(0, 1)
+        reader.open(None)
+        records = read_all(reader)
+        reader.close()
+        return records[0][0] if records else None
+
+    assert first_record(KafkaOffsetsInitializer.earliest()) == "0"
+    assert first_record(KafkaOffsetsInitializer.latest()) is None
+    assert first_record(KafkaOffsetsInitializer.timestamp(13_500)) == "4"
+    assert first_record(KafkaOffsetsInitializer.offsets({partition: 7})) == "7"
+    assert first_record(KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.EARLIEST), "fresh") == "0"
+    with pytest.raises(ConfigurationError, match="no committed offset .*committed_offsets\\(KafkaOffsetResetStrategy"):
+        first_record(KafkaOffsetsInitializer.committed_offsets(), "fresh-2")
+
+
+def test_a_completed_checkpoint_commits_the_offsets_to_the_users_group(kafka):
+    topic = kafka.topic("commits", 1)
+    kafka.produce(topic, [(None, str(i), None) for i in range(20)])
+    source = builder(kafka, topic).set_group_id("monitored").build()
+    source.validate()
+    reader = source.create_reader(0, 1)
+    reader.open(None)
+    got = []
+    while len(got) < 20:
+        got.extend(reader.poll(7) or [])
+    reader.snapshot_taken(4, reader.snapshot_state())
+    reader.notify_checkpoint_complete(4)
+    reader.close()
+    resumed = builder(kafka, topic).set_group_id("monitored").set_starting_offsets(
+        KafkaOffsetsInitializer.committed_offsets()).set_bounded(KafkaOffsetsInitializer.latest()).build()
+    resumed.validate()
+    reader = resumed.create_reader(0, 1)
+    reader.open(None)
+    assert read_all(reader) == [], "the group's offset is the end: nothing left"
+
+
+def test_a_record_that_does_not_deserialize_names_topic_partition_and_offset_or_is_skipped(kafka):
+    topic = kafka.topic("malformed", 1)
+    kafka.produce(topic, [(None, '{"n": 1}', None), (None, "not json", None), (None, '{"n": 3}', None)])
+    schema = JsonRowDeserializationSchema.builder().type_info(Types.ROW_NAMED(["n"], [Types.INT()])).build()
+
+    def reader_of(action):
+        source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap).set_topics(topic)
+                  .set_value_only_deserializer(schema).set_bounded(KafkaOffsetsInitializer.latest())
+                  .set_on_deserialization_error(action).build())
+        source.validate()
+        reader = source.create_reader(0, 1)
+        reader.open(None)
+        return reader
+
+    with pytest.raises(MalformedRecordError, match=f"offset 1 of topic {topic}, partition 0 does not deserialize"):
+        read_all(reader_of("fail"))
+    skipping = reader_of("skip")
+    assert [r.n for r, _, _ in read_all(skipping)] == [1, 3] and skipping.skipped == 1
+
+
+def test_partitions_added_later_are_found_and_read_from_their_beginning(kafka):
+    from confluent_kafka.admin import NewPartitions
+
+    topic = kafka.topic("grows", 1)
+    kafka.produce(topic, [(None, "old", None)])
+    source = builder(kafka, topic).set_property("partition.discovery.interval.ms", "50").build()
+    source.validate()
+    reader = source.create_reader(0, 1)
+    reader.open(None)
+    got = []
+    while "old" not in got:
+        got.extend(reader.poll(10))
+    admin = kafka.admin()
+    for future in admin.create_partitions([NewPartitions(topic, 2)]).values():
+        future.result(30)
+    kafka.produce(topic, [(None, "new", None)], partition_of=lambda i: 1)
+    for _ in range(400):
+        got.extend(reader.poll(10))
+        if "new" in got:
+            break
+    assert got == ["old", "new"] and f"{topic}-1" in reader.assigned_splits()
+
+
+def test_settings_that_cannot_work_fail_before_the_job_with_the_fix(kafka, monkeypatch):
+    with pytest.raises(ApiUsageError, match="already set for consumption"):
+        KafkaSource.builder().set_topics("a").set_topic_pattern("b.*")
+    with pytest.raises(ConfigurationError, match="set_value_only_deserializer"):
+        KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap).set_topics("x").build().validate()
+    with pytest.raises(ConfigurationError, match="does not exist .* Create it first"):
+        builder(kafka, "no-such-topic").build().validate()
+    with pytest.raises(ConfigurationError, match='No such configuration property: "no.such.property"'):
+        builder(kafka, "x").set_property("no.such.property", "1").build().validate()
+    with pytest.raises(ConfigurationError, match="set_group_id"):
+        builder(kafka, "x").set_starting_offsets(KafkaOffsetsInitializer.committed_offsets()).build().validate()
+    monkeypatch.setattr(source_module, "METADATA_TIMEOUT_S", 1.0)
+    with pytest.raises(ServerUnreachableError, match="127.0.0.1:9 does not answer within 1 s"):
+        KafkaSource.builder().set_bootstrap_servers("127.0.0.1:9").set_topics("x") \
+            .set_value_only_deserializer(SimpleStringSchema()).build().validate()
+    serializer = KafkaRecordSerializationSchema.builder().set_topic("absent") \
+        .set_value_serialization_schema(SimpleStringSchema()).build()
+    with pytest.raises(ConfigurationError, match="requires a transactionalIdPrefix"):
+        KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap).set_record_serializer(serializer) \
+            .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).build().validate()
+    with pytest.raises(ConfigurationError, match="topic 'absent' does not exist"):
+        KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap).set_record_serializer(serializer).build().validate()
+    with pytest.raises(ConfigurationError, match="No value serializer"):
+        KafkaRecordSerializationSchema.builder().set_topic("t").build()
+
+
+def test_the_exactly_once_sink_commits_each_transaction_once_however_often_it_is_told(kafka, caplog):
+    from operators.two_phase_commit import TransactionContext
+
+    topic = kafka.topic("twice", 2)
+    sink = KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap).set_transactional_id_prefix("twice") \
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).set_record_serializer(
+            KafkaRecordSerializationSchema.builder().set_topic(topic)
+            .set_value_serialization_schema(SimpleStringSchema()).build()).build()
+    sink.validate()
+    transaction = sink.begin_transaction(TransactionContext(sink.run_id, 0, 1, 0))
+    sink.write(transaction, ["a", "b"])
+    caplog.set_level(logging.INFO, logger="operators.kafka.sink")
+    sink.commit(transaction)
+    sink.commit(transaction)  # a restore commits the checkpoint's pending transactions again
+    sink.close_clients()
+    sink.commit(transaction)  # from another process: a new producer, fencing the old, reads the marker
+    assert sorted(value for _, _, _, value, _ in kafka.read_committed(topic)) == [b"a", b"b"]
+    assert "is in Kafka already" in caplog.text
