@@ -187,6 +187,12 @@ class TwoPhaseCommitSink(Sink):
 
     run_id: str | None = None
 
+    @property
+    def commits_on_checkpoints(self) -> bool:
+        """Whether its output appears only when checkpoints complete (a sink that can also write without
+        transactions, like Kafka's at least once, says False then)."""
+        return True
+
     def validate(self) -> None:
         """Driver, before launch: one run id for the whole execution (restores keep the checkpoint's).
 
@@ -308,6 +314,11 @@ class _TransactionalWriter(SinkWriter):
 
     def result(self) -> list:
         return [record.transaction for record in self.pending]
+
+    def metrics(self) -> dict | None:
+        """The sink's own counts (transactions committed and aborted ...), if it keeps any."""
+        counts = getattr(self.sink, "metrics", None)
+        return counts() if callable(counts) else None
 
     def close(self) -> None:
         if self.current is not None:  # cancelled or failed: this transaction will never be committed

@@ -147,6 +147,8 @@ class KafkaSink(TwoPhaseCommitSink):
         self.name = "KafkaSink"
         self.write_timestamps = True
         self._clients = None  # this process's producers and marker readers (not pickled)
+        self.committed = 0  # this process's transactions committed (skipped ones, already in Kafka, not counted)
+        self.aborted = 0
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -182,10 +184,21 @@ class KafkaSink(TwoPhaseCommitSink):
                 "first (kafka-topics.sh --create, or your cluster's tools): Chandy does not create topics.")
         super().validate()
 
+    @property
+    def commits_on_checkpoints(self) -> bool:
+        return self.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+
     def create_writer(self, subtask_index: int, parallelism: int) -> SinkWriter:
-        if self.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+        if self.commits_on_checkpoints:
             return super().create_writer(subtask_index, parallelism)
         return _ProducingWriter(self, self.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE)
+
+    def merge_results(self, results: list):
+        """Driver, end of a bounded job: exactly once commits what no checkpoint did (and says how many
+        transactions); otherwise every record was sent already, and this is how many."""
+        if self.commits_on_checkpoints:
+            return super().merge_results(results)
+        return sum(results)
 
     # -- records ------------------------------------------------------------------------------------------
 
@@ -217,11 +230,15 @@ class KafkaSink(TwoPhaseCommitSink):
 
     def commit(self, transaction: KafkaTransaction) -> None:
         """Produce and commit ``transaction`` in one Kafka transaction, unless it is there already."""
-        if transaction.records:
-            self._committer().commit(transaction)
+        if transaction.records and self._committer().commit(transaction):
+            self.committed += 1
 
     def abort(self, transaction: KafkaTransaction) -> None:
         transaction.records.clear()
+        self.aborted += 1
+
+    def metrics(self) -> dict:
+        return {"transactions-committed": self.committed, "transactions-aborted": self.aborted}
 
     def recover(self, state: RecoveredState) -> None:
         """Commit what the checkpoint had pending; then fence the transactional ids of subtasks the job no longer
@@ -276,7 +293,8 @@ class _Committer:
             reader = self.readers[group] = Consumer(with_log(config))
         return reader
 
-    def commit(self, transaction: KafkaTransaction) -> None:
+    def commit(self, transaction: KafkaTransaction) -> bool:
+        """Whether it committed (False: the transaction was in Kafka already)."""
         from confluent_kafka import KafkaException, TopicPartition
 
         transactional_id = self.sink.transactional_id(transaction.run_id, transaction.subtask)
@@ -289,13 +307,14 @@ class _Committer:
             (marker,) = reader.committed([TopicPartition(marker_topic, _MARKER_PARTITION)], timeout=COMMIT_TIMEOUT_S)
             if marker.offset >= done:
                 log.info("KafkaSink: transaction %d of %s is in Kafka already", transaction.sequence, transactional_id)
-                return
+                return False
             producer.begin_transaction()
             for topic, key, value, timestamp in transaction.records:
                 self._produce(producer, topic, key, value, timestamp)
             producer.send_offsets_to_transaction([TopicPartition(marker_topic, _MARKER_PARTITION, done)],
                                                  reader.consumer_group_metadata(), COMMIT_TIMEOUT_S)
             self.commit_transaction(producer)
+            return True
         except KafkaException as exc:
             error = exc.args[0]
             self.producers.pop(transactional_id, None)  # whatever state it is in, the next commit opens a new one
@@ -399,6 +418,12 @@ class _ProducingWriter(SinkWriter):
 
     def finish(self) -> None:
         self._flush("at the end of the input")
+
+    def result(self) -> int:
+        return self.sent
+
+    def metrics(self) -> dict:
+        return {"records-sent": self.sent}
 
     def close(self) -> None:
         if self.producer is not None:

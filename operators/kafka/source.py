@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 DISCOVERY_INTERVAL_MS = 300_000  # Flink's partition.discovery.interval.ms
 POLL_WAIT_S = 0.02  # a poll with nothing to read waits this long: short, since a checkpoint waits for the poll
 UNREACHABLE_AFTER_S = 60.0  # every broker down this long fails the subtask (a restart may find them again)
+LAG_INTERVAL_S = 1.0  # how often a reader measures its partitions' lag (the metrics report every second)
 _NOT_AVAILABLE = 0  # confluent_kafka.TIMESTAMP_NOT_AVAILABLE
 
 
@@ -179,6 +180,8 @@ class _KafkaReader(SourceReader):
         self._checked_low = set()  # partitions whose first position was checked against retention
         self._restored: dict[KafkaTopicPartition, int] | None = None  # offsets of a restored checkpoint, owned here
         self.at_end: set[KafkaTopicPartition] = set()  # partitions read to their end (no record available now)
+        self.lags: dict[str, int] = {}  # records behind each partition's end, for the metrics
+        self.next_lag_measure = 0.0
 
     # -- assignment ---------------------------------------------------------------------------------------
 
@@ -309,6 +312,8 @@ class _KafkaReader(SourceReader):
             splits.append(str(split))
         if messages:
             self.brokers_down_since = None
+        if time.monotonic() >= self.next_lag_measure:
+            self._measure_lags()
         if finished or any(self._done(p) for p in self.positions):
             self._assign()  # a partition that reached its end is read no more
         return SplitBatch.of_splits(records, timestamps, splits)
@@ -384,16 +389,23 @@ class _KafkaReader(SourceReader):
                 log.debug("closing the Kafka consumer failed", exc_info=True)
             self.consumer = None
 
-    def metrics(self) -> dict:
-        """Per partition: the lag (the partition's end minus the position, from the newest fetch)."""
+    def _measure_lags(self) -> None:
+        """Each partition's records behind its end, from the newest fetch; on the subtask's thread, since a
+        librdkafka consumer must not be called from two threads at once (the metrics reporter's would hang)."""
         from confluent_kafka import TopicPartition
 
         lags = {}
-        for p, position in self.positions.items():
-            try:
-                _, high = self.consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition), cached=True)
-            except Exception:  # not fetched yet
-                continue
+        partitions = sorted(self.positions)
+        # librdkafka's position, not ours: it moves past transaction markers, which take offsets and are no records
+        known = self.consumer.position([TopicPartition(p.topic, p.partition) for p in partitions])
+        for p, fetched in zip(partitions, known):
+            _, high = self.consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition), cached=True)
             if high >= 0:
-                lags[str(p)] = max(0, high - position)
-        return {"lag": lags, "skipped": self.skipped}
+                lags[str(p)] = max(0, high - max(self.positions[p], fetched.offset))
+        self.lags = lags
+        self.next_lag_measure = time.monotonic() + LAG_INTERVAL_S
+
+    def metrics(self) -> dict:
+        """``split-lag``: per partition, records behind its end (measured at most a second ago);
+        ``records-skipped``."""
+        return {"split-lag": dict(self.lags), "records-skipped": self.skipped}

@@ -92,6 +92,7 @@ class OperatorMetrics:
     late_records_dropped: int = 0
     state_entries: int = 0
     state_bytes: int | None = None
+    connector: dict | None = None  # a connector's own counts over its subtasks (merge_connector_metrics)
     subtasks: list[dict] = field(default_factory=list)
 
     @property
@@ -110,7 +111,7 @@ class OperatorMetrics:
                 "input-buffer-usage": self.input_usage, "output-buffer-usage": self.output_usage,
                 "current-input-watermark": self.watermark, "watermark-lag-ms": lag,
                 "late-records-dropped": self.late_records_dropped, "state-entries": self.state_entries,
-                "state-bytes": self.state_bytes}
+                "state-bytes": self.state_bytes, "connector": self.connector}
 
 
 class JobMetrics:
@@ -249,6 +250,9 @@ class JobMetrics:
                 if state is not None:
                     op.state_entries += state[0]
                     state_bytes.append(state[1])
+                connector = m.connectors[i] if i < len(m.connectors) else None
+                if connector is not None:
+                    op.connector = merge_connector_metrics(op.connector, connector)
                 op.subtasks.append({
                     "subtask": m.subtask, "status": m.status, "read-records": m.records[i],
                     "write-records": m.records[i + 1],
@@ -265,7 +269,7 @@ class JobMetrics:
                     "output-channels": [{"edge": e, "consumer": c, "records": r, "bytes": b, "backpressured-s": w}
                                         for e, c, r, b, w in m.outputs] if i == last else [],
                     "late-records-dropped": late, "state-entries": state[0] if state else 0,
-                    "state-bytes": state[1] if state else None,
+                    "state-bytes": state[1] if state else None, "connector": connector,
                     "current-input-watermark": _shown(m.watermark)})
             if watermarks and None not in watermarks:
                 op.watermark = _shown(min(watermarks))
@@ -273,6 +277,22 @@ class JobMetrics:
                 op.state_bytes = sum(state_bytes)
             result.append(op)
         return result
+
+
+def merge_connector_metrics(total: dict | None, part: dict) -> dict:
+    """Subtasks' connector counts as one: numbers add up, per-split maps join (each split has one subtask).
+
+    >>> merge_connector_metrics({"records-skipped": 1, "split-lag": {"t-0": 5}}, {"records-skipped": 2,
+    ...                                                                      "split-lag": {"t-1": 0}})
+    {'records-skipped': 3, 'split-lag': {'t-0': 5, 't-1': 0}}
+    """
+    merged = dict(total or {})
+    for key, value in part.items():
+        if isinstance(value, dict):
+            merged[key] = {**merged.get(key, {}), **value}
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            merged[key] = merged.get(key, 0) + value
+    return merged
 
 
 def _ratio(seconds: float, elapsed: float) -> float:

@@ -60,7 +60,20 @@ def subtask_metrics(runner: "SubtaskRunner") -> SubtaskMetrics:
         runner.chain.index, runner.slot.slot, runner.status.name, tuple(runner.records), round(idle_s, 4),
         round(backpressured_s, 4), round(input_usage, 3), round(output_usage, 3), inputs, tuple(outputs),
         runner.watermark, tuple(getattr(op, "late_records_dropped", 0) for op in operators),
-        tuple(_state_size(backend) for backend in runner.backends))
+        tuple(_state_size(backend) for backend in runner.backends), tuple(_connector(op) for op in operators))
+
+
+def _connector(operator) -> dict | None:
+    """What a source's reader or a sink's writer counts of its own (``metrics()``), else None."""
+    part = getattr(operator, "reader", None) or getattr(operator, "writer", None)
+    counts = getattr(part, "metrics", None)
+    if not callable(counts):
+        return None
+    try:
+        return counts()
+    except Exception:  # a client mid-reconnect: no counts this time, never a failed report
+        log.debug("connector metrics of %s unavailable", operator, exc_info=True)
+        return None
 
 
 def _state_size(backend) -> tuple[int, int | None] | None:

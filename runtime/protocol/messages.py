@@ -130,7 +130,9 @@ class SubtaskMetrics:
     subtasks of one slot are never serialised). ``idle_s``: waiting for input; ``backpressured_s``: waiting for
     an output channel's credit or room. Usage of the input queues and output credits (0..1), sampled when the
     report was made. ``watermark``: the newest one the chain's operators saw (None before the first).
-    ``late_dropped[i]`` and ``state[i]`` (``(entries, bytes or None)``, None without keyed state) per operator."""
+    ``late_dropped[i]`` and ``state[i]`` (``(entries, bytes or None)``, None without keyed state) per operator;
+    ``connectors[i]``: what operator ``i``'s connector counts (a dict, e.g. a Kafka source's ``split-lag`` per
+    partition), None for other operators."""
 
     chain: ChainIndex
     subtask: SubtaskIndex
@@ -145,6 +147,7 @@ class SubtaskMetrics:
     watermark: int | None = None
     late_dropped: tuple[int, ...] = ()
     state: tuple = ()
+    connectors: tuple = ()
 
 
 @dataclass(frozen=True)

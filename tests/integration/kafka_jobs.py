@@ -45,3 +45,33 @@ class CountWindow(ProcessWindowFunction):
 
     def process(self, key, context, elements):
         yield f"{key}@{context.window().start // 10_000}={sum(1 for _ in elements)}"
+
+
+class LinesInFile:
+    """A sink writing each record as a line to ``<directory>/<subtask>`` at once (at least once): a test reads
+    what an unbounded job has written while it runs."""
+
+    def __new__(cls, directory: str):
+        from operators.sinks import Sink, SinkWriter
+
+        class _Writer(SinkWriter):
+            def __init__(self, path):
+                self.path = path
+
+            def write_batch(self, records):
+                with open(self.path, "a") as f:
+                    f.writelines(f"{record}\n" for record in records)
+
+        class _Sink(Sink):
+            def create_writer(self, subtask_index, parallelism):
+                os.makedirs(directory, exist_ok=True)
+                return _Writer(os.path.join(directory, str(subtask_index)))
+
+        return _Sink()
+
+
+class IntegerSchema:
+    """Bytes of a decimal number to an int (and fails on anything else)."""
+
+    def deserialize(self, message):
+        return int(message)

@@ -24,7 +24,7 @@ from runtime.datastream.connectors.kafka import (
 from runtime.datastream.window import TumblingEventTimeWindows
 from tests.integration.chaos import ChaosMap, plan
 from tests.integration.jobs import CountPerKey
-from tests.integration.kafka_jobs import CountWindow, PausingKafkaSink
+from tests.integration.kafka_jobs import CountWindow, IntegerSchema, PausingKafkaSink
 from tests.integration.paced import PacedSource
 from tests.integration.waiting import wait_for
 
@@ -180,3 +180,40 @@ def test_event_time_windows_per_partition_fire_past_an_idle_partition_and_stay_e
     windows = committed_values(kafka, out)
     assert set(windows.values()) == {1}, "each window's result once"
     assert collections.Counter({w.rsplit("=", 1)[0]: int(w.rsplit("=", 1)[1]) for w in windows}) == expected
+
+
+def test_partition_lag_skips_and_transactions_reach_the_rest_api_and_prometheus(spark, kafka, tmp_path):
+    import json
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    numbers, counts = fill(kafka, n=400), kafka.topic("counts", 1)
+    kafka.produce(numbers, [(None, "not a number", None)], partition_of=lambda i: 0)
+    env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(2)
+    env.enable_checkpointing(200)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap).set_topics(numbers)
+              .set_value_only_deserializer(IntegerSchema()).set_on_deserialization_error("skip").build())
+    env.from_source(source, "numbers").uid("numbers").map(str, output_type=Types.STRING()).uid("format") \
+        .sink_to(exactly_once_sink(kafka, counts, prefix="metrics")).uid("sink")
+    client = env.execute_async("kafka-metrics")
+    base, job = client.get_dashboard_url().split("/#/jobs/")
+
+    def vertex(uid):
+        details = json.load(urllib.request.urlopen(f"{base}/jobs/{job}"))
+        return next(v for v in details["vertices"] if v["id"] == uid)["metrics"].get("connector") or {}
+
+    try:
+        wait_for(lambda: vertex("numbers").get("split-lag") == {f"{numbers}-{p}": 0 for p in range(4)}
+                 and vertex("numbers").get("records-skipped") == 1,
+                 what="every partition read to its end, one record skipped")
+        wait_for(lambda: vertex("sink").get("transactions-committed", 0) > 0, what="a committed transaction")
+        text = urllib.request.urlopen(f"{base}/metrics").read().decode()
+    finally:
+        client.cancel()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    lags = {s.labels["split"]: s.value for s in families["chandy_source_split_lag"].samples if s.labels["job"] == job}
+    assert lags == {f"{numbers}-{p}": 0 for p in range(4)}
+    assert any(s.value == 1 for s in families["chandy_source_records_skipped"].samples if s.labels["job"] == job)
+    assert sorted(int(v.decode()) for _, _, _, v, _ in kafka.read_committed(counts)) == list(range(400))

@@ -51,6 +51,12 @@ def _families(masters, now_ms: float):
                 for name, kind, text, _ in SERIES}
     lag = GaugeMetricFamily("chandy_watermark_lag_ms", "How far the subtask's watermark is behind the driver's clock",
                             labels=_OPERATOR_LABELS)
+    split_lag = GaugeMetricFamily("chandy_source_split_lag", "Records of a source's split (a Kafka partition) not read "
+                                  "yet, as of the newest fetch", labels=_OPERATOR_LABELS + ["split"])
+    connector_counts = {key: CounterMetricFamily(name, text, labels=_OPERATOR_LABELS) for key, name, text in (
+        ("records-skipped", "chandy_source_records_skipped", "Records a source skipped (they did not deserialize)"),
+        ("transactions-committed", "chandy_sink_transactions_committed", "Transactions a sink committed"),
+        ("transactions-aborted", "chandy_sink_transactions_aborted", "Transactions a sink aborted"))}
     job_labels = ["job", "job_name"]
     up = GaugeMetricFamily("chandy_job_running", "1 while the job runs (or restarts), 0 once it ended",
                            labels=job_labels + ["status"])
@@ -82,6 +88,12 @@ def _families(masters, now_ms: float):
                 watermark = sub.get("current-input-watermark")
                 if watermark is not None:
                     lag.add_metric(labels, max(0.0, now_ms - watermark))
+                connector = sub.get("connector") or {}
+                for split, behind in sorted(connector.get("split-lag", {}).items()):
+                    split_lag.add_metric(labels + [split], behind)
+                for key, family in connector_counts.items():
+                    if key in connector:
+                        family.add_metric(labels, connector[key])
         coordinator = master.coordinator
         if coordinator is None:
             continue
@@ -98,7 +110,8 @@ def _families(masters, now_ms: float):
                 for key, family in per_subtask.items():
                     family.add_metric(labels, sub[key])
     yield from families.values()
-    yield from (lag, up, restarts, completed, failed, last_duration, last_size, *per_subtask.values())
+    yield from (lag, split_lag, *connector_counts.values(), up, restarts, completed, failed, last_duration, last_size,
+                *per_subtask.values())
 
 
 class _Jobs:

@@ -212,6 +212,21 @@ function bpBadge(level, ratio) {
   return el("span", {class: `bp-${level}`}, `${level} ${Math.round(ratio * 100)}%`);
 }
 
+// A connector's own counts: records behind the end of its splits (a Kafka source's partitions), records
+// skipped, transactions committed and aborted.
+function connectorText(c) {
+  if (!c) return "";
+  const parts = [];
+  const lags = Object.values(c["split-lag"] || {});
+  if (c["split-lag"]) parts.push(`${count(lags.reduce((a, b) => a + b, 0))} behind (${lags.length} splits)`);
+  if (c["records-skipped"]) parts.push(`${count(c["records-skipped"])} skipped`);
+  if (c["transactions-committed"] !== undefined) {
+    parts.push(`${count(c["transactions-committed"])} committed, ${count(c["transactions-aborted"] || 0)} aborted`);
+  }
+  if (c["records-sent"] !== undefined) parts.push(`${count(c["records-sent"])} sent`);
+  return parts.join("; ");
+}
+
 function drawOperators(job) {
   $("operator-rows").replaceChildren(...job.vertices.map((v) => {
     const m = v.metrics || {};
@@ -226,7 +241,8 @@ function drawOperators(job) {
       el("td", {}, bpBadge(m["backpressure-level"] || "ok", m["backpressure-ratio"] || 0)),
       el("td", {}, `${Math.round((m["busy-ratio"] || 0) * 100)}%`),
       el("td", {}, instant(m["current-input-watermark"])),
-      el("td", {}, ms(m["watermark-lag-ms"])), el("td", {}, count(m["late-records-dropped"])), el("td", {}, state));
+      el("td", {}, ms(m["watermark-lag-ms"])), el("td", {}, count(m["late-records-dropped"])), el("td", {}, state),
+      el("td", {class: "connector text"}, connectorText(m.connector)));
   }));
   $("watermark-rows").replaceChildren(...job.vertices.map((v) => {
     const m = v.metrics || {};
