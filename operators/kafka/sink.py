@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 from operators.kafka.client import check_properties, client_config, error_text, for_role, with_log
-from operators.kafka.source import existing_topics
+from operators.kafka.topics import TopicCreation, ensure_topics
 from operators.sinks import DeliveryGuarantee, SinkWriter
 from operators.two_phase_commit import RecoveredState, TransactionContext, TwoPhaseCommitSink
 from runtime.errors import ConfigurationError, OutputCommitError, ServerUnreachableError
@@ -137,7 +137,8 @@ class KafkaSink(TwoPhaseCommitSink):
 
     def __init__(self, bootstrap_servers: str | None, serializer: KafkaRecordSerializationSchema | None,
                  delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.NONE,
-                 transactional_id_prefix: str | None = None, properties: dict | None = None):
+                 transactional_id_prefix: str | None = None, properties: dict | None = None,
+                 create_topics: TopicCreation | None = None):
         self.properties = dict(properties or {})
         if bootstrap_servers:
             self.properties["bootstrap.servers"] = bootstrap_servers
@@ -146,6 +147,7 @@ class KafkaSink(TwoPhaseCommitSink):
         self.transactional_id_prefix = transactional_id_prefix
         self.name = "KafkaSink"
         self.write_timestamps = True
+        self.create_topics = create_topics  # a missing topic is created with this, when set
         self._clients = None  # this process's producers and marker readers (not pickled)
         self.committed = 0  # this process's transactions committed (skipped ones, already in Kafka, not counted)
         self.aborted = 0
@@ -176,12 +178,8 @@ class KafkaSink(TwoPhaseCommitSink):
                                      "across its restarts>').")
         config = self.producer_config()
         check_properties(config, "KafkaSink", "producer")
-        topics = existing_topics(config, "KafkaSink")
-        topic = self.serializer.topic
-        if topic is not None and topic not in topics:
-            raise ConfigurationError(
-                f"KafkaSink: topic {topic!r} does not exist on {self.properties['bootstrap.servers']}. Create it "
-                "first (kafka-topics.sh --create, or your cluster's tools): Chandy does not create topics.")
+        if self.serializer.topic is not None:
+            ensure_topics(config, [self.serializer.topic], self.create_topics, "KafkaSink")
         super().validate()
 
     @property

@@ -27,6 +27,7 @@ import uuid
 from operators.kafka.client import METADATA_TIMEOUT_S, check_properties, client_config, error_text, for_role, with_log
 from operators.kafka.offsets import KafkaOffsetResetStrategy, KafkaOffsetsInitializer
 from operators.kafka.partitions import KafkaTopicPartition, owner
+from operators.kafka.topics import TopicCreation, ensure_topics
 from operators.sources import Source, SourceReader
 from runtime.errors import ConfigurationError, MalformedRecordError, ServerUnreachableError
 from runtime.protocol.records import SplitBatch
@@ -58,7 +59,8 @@ class KafkaSource(Source):
                  partitions=None, deserializer=None, group_id: str | None = None,
                  starting_offsets: KafkaOffsetsInitializer | None = None,
                  stopping_offsets: KafkaOffsetsInitializer | None = None, bounded: bool = False,
-                 properties: dict | None = None, on_deserialization_error: str = "fail"):
+                 properties: dict | None = None, on_deserialization_error: str = "fail",
+                 create_topics: TopicCreation | None = None):
         self.properties = dict(properties or {})
         if bootstrap_servers:
             self.properties["bootstrap.servers"] = bootstrap_servers
@@ -74,6 +76,7 @@ class KafkaSource(Source):
             raise ConfigurationError(f"KafkaSource on_deserialization_error must be 'fail' or 'skip', not "
                                      f"{on_deserialization_error!r}.")
         self.on_deserialization_error = on_deserialization_error
+        self.create_topics = create_topics  # missing topics are created with this, when set
         self.consumer_group = None  # the group the readers' consumers join: the user's, or one of their own
 
     # -- settings ----------------------------------------------------------------------------------------
@@ -132,35 +135,12 @@ class KafkaSource(Source):
             self.consumer_group = self.group_id or f"chandy-{uuid.uuid4().hex[:12]}"
         config = self.consumer_config(0)
         check_properties(config, "KafkaSource", "consumer")
-        topics = existing_topics(config, "KafkaSource")
         wanted = self.topics or sorted({p.topic for p in self.partitions or []})
-        missing = [t for t in wanted if t not in topics]
-        if missing:
-            raise ConfigurationError(
-                f"KafkaSource: topic{'s' if len(missing) > 1 else ''} {', '.join(missing)} do{'es' if len(missing) == 1 else ''} "
-                f"not exist on {self.properties['bootstrap.servers']} (it has {', '.join(sorted(topics)[:10]) or 'none'}). "
-                "Create it first (kafka-topics.sh --create, or your cluster's tools), or use set_topic_pattern(...) "
-                "to read topics as they appear.")
+        ensure_topics(config, wanted, self.create_topics, "KafkaSource",
+                      also="" if self.topics is None else "; or read topics as they appear with set_topic_pattern(...)")
 
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
         return _KafkaReader(self, subtask_index, parallelism)
-
-
-def existing_topics(config: dict, what: str, timeout_s: float | None = None) -> dict:
-    """Topic name -> partition count on the cluster of ``config``; ServerUnreachableError when it does not answer
-    within ``timeout_s`` (default :data:`METADATA_TIMEOUT_S`)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    timeout_s = METADATA_TIMEOUT_S if timeout_s is None else timeout_s
-    try:
-        metadata = AdminClient(with_log(for_role(config, "admin"))).list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise ServerUnreachableError(
-            f"{what}: the Kafka cluster at {config.get('bootstrap.servers')} does not answer within {timeout_s:.0f} s "
-            f"({error_text(exc)}). Check the bootstrap servers, that the brokers run, and that this machine and the "
-            "executors can reach them.") from None
-    return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
 
 
 class _KafkaReader(SourceReader):

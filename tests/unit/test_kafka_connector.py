@@ -3,12 +3,13 @@ checkpointed offsets, offsets initializers, partition assignment, errors that na
 
 import collections
 import logging
+import uuid
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from operators.kafka import source as source_module
+from operators.kafka import topics as topics_module
 from operators.kafka.partitions import owner
 from runtime.common.serialization import SimpleStringSchema
 from runtime.datastream.connectors.kafka import (
@@ -178,13 +179,14 @@ def test_settings_that_cannot_work_fail_before_the_job_with_the_fix(kafka, monke
         KafkaSource.builder().set_topics("a").set_topic_pattern("b.*")
     with pytest.raises(ConfigurationError, match="set_value_only_deserializer"):
         KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap).set_topics("x").build().validate()
-    with pytest.raises(ConfigurationError, match="does not exist .* Create it first"):
+    with pytest.raises(ConfigurationError, match="does not exist .* Create it first .*set_create_missing_topics.*"
+                                                 "set_topic_pattern"):
         builder(kafka, "no-such-topic").build().validate()
     with pytest.raises(ConfigurationError, match='No such configuration property: "no.such.property"'):
         builder(kafka, "x").set_property("no.such.property", "1").build().validate()
     with pytest.raises(ConfigurationError, match="set_group_id"):
         builder(kafka, "x").set_starting_offsets(KafkaOffsetsInitializer.committed_offsets()).build().validate()
-    monkeypatch.setattr(source_module, "METADATA_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(topics_module, "METADATA_TIMEOUT_S", 1.0)
     with pytest.raises(ServerUnreachableError, match="127.0.0.1:9 does not answer within 1 s"):
         KafkaSource.builder().set_bootstrap_servers("127.0.0.1:9").set_topics("x") \
             .set_value_only_deserializer(SimpleStringSchema()).build().validate()
@@ -197,6 +199,22 @@ def test_settings_that_cannot_work_fail_before_the_job_with_the_fix(kafka, monke
         KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap).set_record_serializer(serializer).build().validate()
     with pytest.raises(ConfigurationError, match="No value serializer"):
         KafkaRecordSerializationSchema.builder().set_topic("t").build()
+    with pytest.raises(ConfigurationError, match="num_partitions must be a positive int"):
+        KafkaSink.builder().set_create_missing_topics(num_partitions=0)
+
+
+def test_missing_topics_are_created_only_when_the_builder_asks(kafka):
+    out_topic, in_topic = f"created-out-{uuid.uuid4().hex[:8]}", f"created-in-{uuid.uuid4().hex[:8]}"
+    serializer = KafkaRecordSerializationSchema.builder().set_topic(out_topic) \
+        .set_value_serialization_schema(SimpleStringSchema()).build()
+    sink = KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap).set_record_serializer(serializer)
+    with pytest.raises(ConfigurationError, match=f"topic '?{out_topic}'? does not exist"):
+        sink.build().validate()
+    assert out_topic not in kafka.admin().list_topics(timeout=10).topics
+    sink.set_create_missing_topics(num_partitions=3, replication_factor=1).build().validate()
+    builder(kafka, in_topic).set_create_missing_topics(2).build().validate()
+    topics = kafka.admin().list_topics(timeout=10).topics
+    assert len(topics[out_topic].partitions) == 3 and len(topics[in_topic].partitions) == 2
 
 
 def test_the_exactly_once_sink_commits_each_transaction_once_however_often_it_is_told(kafka, caplog):

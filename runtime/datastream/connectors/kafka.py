@@ -35,6 +35,7 @@ from operators.kafka import source as _source
 from operators.kafka.offsets import KafkaOffsetResetStrategy, KafkaOffsetsInitializer
 from operators.kafka.partitions import KafkaTopicPartition
 from operators.kafka.sink import KafkaRecordSerializationSchema, KafkaRecordSerializationSchemaBuilder, KafkaTopicSelector
+from operators.kafka.topics import TopicCreation
 from operators.sinks import DeliveryGuarantee
 from runtime.errors import ApiUsageError, ConfigurationError
 
@@ -56,6 +57,7 @@ class KafkaSourceBuilder:
         self._stopping = None
         self._bounded = False
         self._on_error = "fail"
+        self._create_topics = None
 
     def _subscribe(self, mode: str) -> None:
         taken = [name for name, value in (("topics", self._topics), ("topic pattern", self._pattern),
@@ -116,6 +118,12 @@ class KafkaSourceBuilder:
         self._properties["client.id.prefix"] = prefix
         return self
 
+    def set_create_missing_topics(self, num_partitions: int = -1, replication_factor: int = -1) -> "KafkaSourceBuilder":
+        """Chandy's own: create the topics that do not exist yet before the job starts (``-1``: the cluster's
+        default), instead of failing on them."""
+        self._create_topics = TopicCreation(num_partitions, replication_factor)
+        return self
+
     def set_property(self, key: str, value: str) -> "KafkaSourceBuilder":
         self._properties[key] = value
         return self
@@ -133,7 +141,7 @@ class KafkaSourceBuilder:
         properties = dict(self._properties)
         return KafkaSource(properties.pop("bootstrap.servers", None), self._topics, self._pattern, self._partitions,
                            self._deserializer, properties.get("group.id"), self._starting, self._stopping,
-                           self._bounded, properties, self._on_error)
+                           self._bounded, properties, self._on_error, self._create_topics)
 
 
 class KafkaSource(_source.KafkaSource):
@@ -170,6 +178,7 @@ class KafkaSinkBuilder:
         self._serializer = None
         self._guarantee = DeliveryGuarantee.NONE
         self._prefix = None
+        self._create_topics = None
 
     def set_bootstrap_servers(self, bootstrap_servers: str) -> "KafkaSinkBuilder":
         self._properties["bootstrap.servers"] = bootstrap_servers
@@ -195,6 +204,12 @@ class KafkaSinkBuilder:
         self._serializer = record_serializer
         return self
 
+    def set_create_missing_topics(self, num_partitions: int = -1, replication_factor: int = -1) -> "KafkaSinkBuilder":
+        """Chandy's own: create the topics that do not exist yet before the job starts (``-1``: the cluster's
+        default), instead of failing on them."""
+        self._create_topics = TopicCreation(num_partitions, replication_factor)
+        return self
+
     def set_property(self, key: str, value: str) -> "KafkaSinkBuilder":
         self._properties[key] = value
         return self
@@ -202,7 +217,7 @@ class KafkaSinkBuilder:
     def build(self) -> "KafkaSink":
         properties = dict(self._properties)
         return KafkaSink(properties.pop("bootstrap.servers", None), self._serializer, self._guarantee, self._prefix,
-                         properties)
+                         properties, self._create_topics)
 
 
 class KafkaSink(_sink.KafkaSink):
