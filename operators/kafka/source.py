@@ -160,6 +160,7 @@ class _KafkaReader(SourceReader):
         self._checked_low = set()  # partitions whose first position was checked against retention
         self._restored: dict[KafkaTopicPartition, int] | None = None  # offsets of a restored checkpoint, owned here
         self.at_end: set[KafkaTopicPartition] = set()  # partitions read to their end (no record available now)
+        self.assigned: list[KafkaTopicPartition] = []  # the partitions the consumer fetches, in order
         self.lags: dict[str, int] = {}  # records behind each partition's end, for the metrics
         self.next_lag_measure = 0.0
 
@@ -212,7 +213,14 @@ class _KafkaReader(SourceReader):
         from confluent_kafka import TopicPartition
 
         reading = [p for p in sorted(self.positions) if not self._done(p)]
-        self.consumer.assign([TopicPartition(p.topic, p.partition, self.positions[p]) for p in reading])
+        gone = [p for p in self.assigned if p not in reading]
+        new = [p for p in reading if p not in self.assigned]
+        self.assigned = reading
+        # Incrementally: assigning anew would drop what the consumer fetched of the others, and stall them.
+        if gone:
+            self.consumer.incremental_unassign([TopicPartition(p.topic, p.partition) for p in gone])
+        if new:
+            self.consumer.incremental_assign([TopicPartition(p.topic, p.partition, self.positions[p]) for p in new])
 
     def _done(self, partition: KafkaTopicPartition) -> bool:
         stop = self.stops.get(partition)
@@ -256,21 +264,27 @@ class _KafkaReader(SourceReader):
         records, timestamps, splits = [], [], []
         deserialize = self.source.deserializer.deserialize
         finished = False
+        # Messages come in runs of one partition: the partition's bookkeeping is done once per run, not per record.
+        run_key = split = name = stop = None
+        offset = -1
         for message in messages:
             error = message.error()
             if error is not None:
                 self._on_error(error, message)
                 continue
-            split = KafkaTopicPartition(message.topic(), message.partition())
-            self.at_end.discard(split)
-            offset = message.offset()
-            stop = self.stops.get(split)
-            if stop is not None and offset >= stop:
+            key = (message.topic(), message.partition())
+            if key != run_key:
+                if split is not None and offset >= 0:
+                    self.positions[split] = offset + 1
+                run_key, split = key, KafkaTopicPartition(*key)
+                name, stop, offset = str(split), self.stops.get(split), -1
+                self.at_end.discard(split)
+                if split not in self._checked_low:
+                    self._check_position(split, message.offset())
+            if stop is not None and message.offset() >= stop:
                 finished = True
                 continue
-            if split not in self._checked_low:
-                self._check_position(split, offset)
-            self.positions[split] = offset + 1
+            offset = message.offset()
             value = message.value()
             if value is None:  # a tombstone (a compacted topic's deletion): no value to deserialize
                 continue
@@ -289,12 +303,14 @@ class _KafkaReader(SourceReader):
             kind, timestamp = message.timestamp()
             records.append(record)
             timestamps.append(timestamp if kind != _NOT_AVAILABLE else None)
-            splits.append(str(split))
+            splits.append(name)
+        if split is not None and offset >= 0:
+            self.positions[split] = offset + 1
         if messages:
             self.brokers_down_since = None
         if time.monotonic() >= self.next_lag_measure:
             self._measure_lags()
-        if finished or any(self._done(p) for p in self.positions):
+        if finished or any(self._done(p) for p in self.assigned):
             self._assign()  # a partition that reached its end is read no more
         return SplitBatch.of_splits(records, timestamps, splits)
 

@@ -235,3 +235,32 @@ def test_the_exactly_once_sink_commits_each_transaction_once_however_often_it_is
     sink.commit(transaction)  # from another process: a new producer, fencing the old, reads the marker
     assert sorted(value for _, _, _, value, _ in kafka.read_committed(topic)) == [b"a", b"b"]
     assert "is in Kafka already" in caplog.text
+
+
+class _CountingConsumer:
+    """A real consumer, with its assignment calls counted."""
+
+    def __init__(self, consumer):
+        self.consumer = consumer
+        self.calls = collections.Counter()
+
+    def __getattr__(self, name):
+        attribute = getattr(self.consumer, name)
+        if name in ("assign", "incremental_assign", "incremental_unassign"):
+            self.calls[name] += 1
+        return attribute
+
+
+def test_a_partition_that_reaches_its_end_leaves_the_others_fetching(kafka):
+    topic = kafka.topic("ends", 3)
+    kafka.produce(topic, [(None, str(i), None) for i in range(600)], partition_of=lambda i: i % 3 if i < 300 else 2)
+    stops = {KafkaTopicPartition(topic, p): (100, 100, 400)[p] for p in range(3)}
+    reader = builder(kafka, topic).set_bounded(KafkaOffsetsInitializer.offsets(stops)).build().create_reader(0, 1)
+    reader.source.validate()
+    reader.open(None)
+    reader.consumer = spy = _CountingConsumer(reader.consumer)
+    assert sorted(int(value) for value, _, _ in read_all(reader, limit=50)) == list(range(600))
+    # Each finished partition leaves the assignment alone; none is assigned again (which would drop what the
+    # consumer fetched of the others and stall them).
+    assert spy.calls == {"incremental_unassign": 3}
+    assert spy.consumer.assignment() == []
