@@ -127,7 +127,9 @@ class TransactionRecord:
     final: bool = False
 
     def _to(self, status: TransactionStatus, **changes) -> TransactionRecord:
-        return replace(self, status=self.status.advance(status, f"transaction {self.transaction!r}"), **changes)
+        if not self.status.can_become(status):  # the transaction's repr only then: it may hold many records
+            self.status.advance(status, f"transaction {self.transaction!r}")
+        return replace(self, status=status, **changes)
 
     def pre_committed(self, checkpoint_id: int | None, final: bool = False) -> TransactionRecord:
         """This transaction pre-committed at checkpoint ``checkpoint_id``'s barrier, or (``final``) at the end

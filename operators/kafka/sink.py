@@ -128,7 +128,7 @@ class KafkaTransaction:
     run_id: str
     subtask: int
     sequence: int
-    records: list = field(default_factory=list)
+    records: list = field(default_factory=list, repr=False)  # an interval's output: too long to show
 
 
 class KafkaSink(TwoPhaseCommitSink):
