@@ -17,7 +17,7 @@ result or its exception matches the strategy's predicates:
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Callable, List, Optional
+from typing import Callable, Generic, List, Optional, TypeVar
 
 from operators.functions import Function
 from runtime.errors import ConfigurationError
@@ -38,11 +38,15 @@ __all__ = [
     "async_retry_predicates",
 ]
 
+# PyFlink's type parameters: ``AsyncFunction[IN, OUT]``, and ``OUT`` of the retry strategies and predicates.
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
+
 ResultPredicate = Optional[Callable[[List], bool]]
 ExceptionPredicate = Optional[Callable[[Exception], bool]]
 
 
-class AsyncFunction(Function):
+class AsyncFunction(Function, Generic[IN, OUT]):
     """A function that answers each input record with a coroutine (PyFlink's ``AsyncFunction``): typically a
     request to a remote service, many of them in flight at once.
 
@@ -74,7 +78,7 @@ class AsyncFunction(Function):
         raise TimeoutError("Async function call has timed out for input: " + str(value))
 
 
-class AsyncRetryPredicate:
+class AsyncRetryPredicate(Generic[OUT]):
     """When a call is retried (PyFlink's ``AsyncRetryPredicate``): ``result_predicate()`` is a test on a call's
     list of results, ``exception_predicate()`` one on its exception; None is a test that never asks for a retry.
 
@@ -90,7 +94,7 @@ class AsyncRetryPredicate:
         raise NotImplementedError
 
 
-class AsyncRetryStrategy:
+class AsyncRetryStrategy(Generic[OUT]):
     """Whether a call is made again and after how long (PyFlink's ``AsyncRetryStrategy``).
 
     ``can_retry(current_attempts)`` is asked after attempt ``current_attempts`` (1 for the first call) matched the
@@ -133,7 +137,7 @@ class AsyncRetryStrategy:
                                                     result_predicate, exception_predicate)
 
 
-class RetryPredicate(AsyncRetryPredicate):
+class RetryPredicate(AsyncRetryPredicate[OUT]):
     """An :class:`AsyncRetryPredicate` of two optional callables.
 
     >>> RetryPredicate(None, has_exception_predicate).exception_predicate()(ValueError("no"))
@@ -151,7 +155,7 @@ class RetryPredicate(AsyncRetryPredicate):
         return self._exception_predicate
 
 
-class NoRetryStrategy(AsyncRetryStrategy):
+class NoRetryStrategy(AsyncRetryStrategy[OUT]):
     """Never retry (``NO_RETRY_STRATEGY``, what ``unordered_wait`` / ``ordered_wait`` use).
 
     >>> NO_RETRY_STRATEGY.can_retry(1), NO_RETRY_STRATEGY.get_retry_predicate().result_predicate()
@@ -174,7 +178,7 @@ def _positive(value, name: str, strategy: str):
     return value
 
 
-class FixedDelayRetryStrategy(AsyncRetryStrategy):
+class FixedDelayRetryStrategy(AsyncRetryStrategy[OUT]):
     """Up to ``max_attempts`` retries, each ``backoff_time_millis`` after the failed attempt.
 
     >>> strategy = FixedDelayRetryStrategy(3, 50, None, has_exception_predicate)
@@ -202,7 +206,7 @@ class FixedDelayRetryStrategy(AsyncRetryStrategy):
         return self._predicate
 
 
-class ExponentialBackoffDelayRetryStrategy(AsyncRetryStrategy):
+class ExponentialBackoffDelayRetryStrategy(AsyncRetryStrategy[OUT]):
     """Up to ``max_attempts`` retries, the first ``initial_delay`` ms after the failed attempt, each next pause
     ``multiplier`` times longer, up to ``max_retry_delay`` ms.
 

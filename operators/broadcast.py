@@ -26,7 +26,7 @@ same number of copies in every checkpoint for no gain).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from operators.builtins import KeyedProcessOperator, _run_function, _tagged
 from operators.co_operators import TwoInputOperator
@@ -40,8 +40,12 @@ __all__ = ["ReadOnlyBroadcastState", "BroadcastState", "BroadcastProcessOperator
 
 BROADCAST_PREFIX = UNION_PREFIX + "broadcast:"
 
+# PyFlink's type parameters of its broadcast states: ``BroadcastState[K, V]``.
+K = TypeVar("K")
+V = TypeVar("V")
 
-class ReadOnlyBroadcastState:
+
+class ReadOnlyBroadcastState(Generic[K, V]):
     """A broadcast state as ``process_element`` sees it: readable, not writable (PyFlink's
     ``ReadOnlyBroadcastState``).
 
@@ -99,7 +103,7 @@ class ReadOnlyBroadcastState:
     put = put_all = remove = clear = __setitem__ = __delitem__ = _read_only
 
 
-class BroadcastState(ReadOnlyBroadcastState):
+class BroadcastState(ReadOnlyBroadcastState[K, V]):
     """A broadcast state as ``process_broadcast_element`` sees it: a dict of this subtask's copy.
 
     >>> state = BroadcastState("rules", {})

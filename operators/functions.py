@@ -14,12 +14,13 @@ or ``yield`` records.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any, Generic, Iterable, TypeVar
 
 from runtime.errors import ApiUsageError
 
 __all__ = [
     "Function",
+    "BaseBroadcastProcessFunction",
     "RuntimeContext",
     "MapFunction",
     "FlatMapFunction",
@@ -42,6 +43,13 @@ __all__ = [
     "as_callable",
     "Partitioner",
 ]
+
+# PyFlink's type parameters of its generic functions, so that ``BroadcastProcessFunction[str, dict, str]`` and the
+# like subscript as they do there.
+IN1 = TypeVar("IN1")
+IN2 = TypeVar("IN2")
+OUT = TypeVar("OUT")
+KEY = TypeVar("KEY")
 
 
 class RuntimeContext:
@@ -426,7 +434,12 @@ class CoGroupFunction(Function):
         raise NotImplementedError
 
 
-class BroadcastProcessFunction(Function):
+class BaseBroadcastProcessFunction(Function):
+    """What :class:`BroadcastProcessFunction` and :class:`KeyedBroadcastProcessFunction` have in common (PyFlink's
+    base of both): ``isinstance(f, BaseBroadcastProcessFunction)`` holds for either."""
+
+
+class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN1, IN2, OUT]):
     """Processes a stream connected with a broadcast stream (``stream.connect(rules.broadcast(descriptor))``):
     ``process_broadcast_element`` sees every broadcast record on every subtask and may change the broadcast
     state (``ctx.get_broadcast_state(descriptor)``); ``process_element`` sees this subtask's share of the other
@@ -471,7 +484,7 @@ class BroadcastProcessFunction(Function):
         raise NotImplementedError
 
 
-class KeyedBroadcastProcessFunction(Function):
+class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, IN1, IN2, OUT]):
     """:class:`BroadcastProcessFunction` on a keyed stream (``keyed.connect(broadcast_stream)``): ``process_element``
     also has keyed state, ``ctx.get_current_key()`` and timers (``on_timer`` as in :class:`KeyedProcessFunction`);
     ``process_broadcast_element`` may visit the keyed state of every key of this subtask with

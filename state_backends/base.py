@@ -17,7 +17,7 @@ current key's entry. Backends live beside this module (``heap/`` today) and mirr
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Iterable, Iterator
+from typing import Any, Generic, Iterable, Iterator, TypeVar
 
 from runtime.ids import KeyGroup
 from runtime.keys.key_groups import KeyGroupRange
@@ -36,6 +36,13 @@ __all__ = [
     "AggregatingState",
 ]
 
+# PyFlink's type parameters of its state handles: ``ValueState[T]``, ``MapState[K, V]``, ``AggregatingState[IN, OUT]``.
+T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
+
 
 class State(ABC):
     """A handle on one named state, scoped to the backend's current key.
@@ -53,7 +60,7 @@ class State(ABC):
         """Remove the current key's entry."""
 
 
-class ValueState(State):
+class ValueState(State, Generic[T]):
     """One value per key (PyFlink's ``ValueState``).
 
     >>> from runtime.keys.key_groups import key_group_range
@@ -73,7 +80,7 @@ class ValueState(State):
         """Set the current key's value (None clears it)."""
 
 
-class ListState(State):
+class ListState(State, Generic[T]):
     """A list per key (PyFlink's ``ListState``).
 
     >>> from runtime.keys.key_groups import key_group_range
@@ -97,7 +104,7 @@ class ListState(State):
     def update(self, values: Iterable[Any]) -> None: ...
 
 
-class MapState(State):
+class MapState(State, Generic[K, V]):
     """A dict per key (PyFlink's ``MapState``).
 
     >>> from runtime.keys.key_groups import key_group_range
@@ -153,7 +160,7 @@ class MapViewsOfEntries:
         return not self._visible(reading=False)
 
 
-class ReducingState(State):
+class ReducingState(State, Generic[T]):
     """A value per key that ``add`` folds new values into (PyFlink's ``ReducingState``).
 
     >>> from runtime.keys.key_groups import key_group_range
@@ -172,7 +179,7 @@ class ReducingState(State):
     def add(self, value: Any) -> None: ...
 
 
-class AggregatingState(State):
+class AggregatingState(State, Generic[IN, OUT]):
     """A value per key that ``add`` aggregates into with an AggregateFunction (PyFlink's ``AggregatingState``).
 
     >>> from runtime.keys.key_groups import key_group_range

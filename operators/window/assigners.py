@@ -15,7 +15,7 @@ the clock of the operator (``context.get_current_processing_time()``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Collection, Iterable
+from typing import Any, Callable, Collection, Generic, Iterable, TypeVar
 
 from operators.window._arguments import NO_TIMESTAMP_MESSAGE, positive_count, positive_span, span_millis
 from operators.window.evictors import CountEvictor, Evictor
@@ -50,8 +50,14 @@ __all__ = [
     "count_window_parts",
 ]
 
+# PyFlink's type parameters: ``WindowAssigner[T, W]`` assigns elements of type T to windows of type W; each built-in
+# assigner keeps T free (``TumblingEventTimeWindows[T]``) and names the windows it assigns.
+T = TypeVar("T")
+W = TypeVar("W")
+W2 = TypeVar("W2")
 
-class WindowAssigner:
+
+class WindowAssigner(Generic[T, W]):
     """Assigns each element zero or more windows. Elements of one key and one window form a pane, which
     the assigner's trigger (``get_default_trigger`` unless the job sets one) fires.
 
@@ -95,7 +101,7 @@ class WindowAssigner:
         return None
 
 
-class MergingWindowAssigner(WindowAssigner):
+class MergingWindowAssigner(WindowAssigner[T, W]):
     """An assigner whose windows may merge (sessions): the window operator keeps the windows in flight per
     key and asks ``merge_windows`` which of them merge after each new one.
 
@@ -105,7 +111,7 @@ class MergingWindowAssigner(WindowAssigner):
     2 -> TimeWindow(start=0, end=8)
     """
 
-    class MergeCallback:
+    class MergeCallback(Generic[W2]):
         """Told by ``merge_windows`` which windows merge into which.
 
         >>> class Collect(MergingWindowAssigner.MergeCallback):
@@ -166,7 +172,7 @@ class _ProcessingTime:
         return False
 
 
-class _Tumbling(WindowAssigner):
+class _Tumbling(WindowAssigner[T, TimeWindow]):
     _name = ""
 
     def __init__(self, size, offset=None):
@@ -182,7 +188,7 @@ class _Tumbling(WindowAssigner):
         return f"{self._name}({self.size}, {self.offset})"
 
 
-class TumblingEventTimeWindows(_EventTime, _Tumbling):
+class TumblingEventTimeWindows(_EventTime, _Tumbling[T]):
     """Windows of a fixed ``size`` by event time that do not overlap: ``[k * size + offset, (k + 1) * size +
     offset)``. ``offset`` shifts the window starts, e.g. ``of(Time.days(1), Time.hours(-8))`` for the days of
     UTC+08:00. Requires ``abs(offset) < size``.
@@ -207,7 +213,7 @@ class TumblingEventTimeWindows(_EventTime, _Tumbling):
         return TumblingEventTimeWindows(size, offset)
 
 
-class TumblingProcessingTimeWindows(_ProcessingTime, _Tumbling):
+class TumblingProcessingTimeWindows(_ProcessingTime, _Tumbling[T]):
     """Tumbling windows of a fixed ``size`` by the operator's processing-time clock (the element's own
     timestamp is ignored). Requires ``abs(offset) < size``.
 
@@ -230,7 +236,7 @@ class TumblingProcessingTimeWindows(_ProcessingTime, _Tumbling):
         return TumblingProcessingTimeWindows(size, offset)
 
 
-class _Sliding(WindowAssigner):
+class _Sliding(WindowAssigner[T, TimeWindow]):
     _name = ""
 
     def __init__(self, size, slide, offset=None):
@@ -252,7 +258,7 @@ class _Sliding(WindowAssigner):
         return f"{self._name}({self.size}, {self.slide}, {self.offset})"
 
 
-class SlidingEventTimeWindows(_EventTime, _Sliding):
+class SlidingEventTimeWindows(_EventTime, _Sliding[T]):
     """Windows of ``size`` by event time, one starting every ``slide`` (plus ``offset``), so an element is
     in about ``size / slide`` of them, latest start first. As in Flink, a slide larger than the size is
     allowed (elements between windows belong to none); ``abs(offset) < slide`` is required.
@@ -275,7 +281,7 @@ class SlidingEventTimeWindows(_EventTime, _Sliding):
         return SlidingEventTimeWindows(size, slide, offset)
 
 
-class SlidingProcessingTimeWindows(_ProcessingTime, _Sliding):
+class SlidingProcessingTimeWindows(_ProcessingTime, _Sliding[T]):
     """Sliding windows of ``size`` every ``slide`` by the operator's processing-time clock.
 
     >>> class At(WindowAssigner.WindowAssignerContext):
@@ -319,7 +325,7 @@ def _extractor(extractor, where: str) -> Callable[[Any], Any]:
                         f"milliseconds, got {extractor!r}.")
 
 
-class _Sessions(MergingWindowAssigner):
+class _Sessions(MergingWindowAssigner[T, TimeWindow]):
     _name = ""
 
     def __init__(self, gap):
@@ -335,7 +341,7 @@ class _Sessions(MergingWindowAssigner):
         return f"{self._name}({self.gap})"
 
 
-class _DynamicSessions(MergingWindowAssigner):
+class _DynamicSessions(MergingWindowAssigner[T, TimeWindow]):
     _name = ""
 
     def __init__(self, extractor):
@@ -360,7 +366,7 @@ class _DynamicSessions(MergingWindowAssigner):
         return f"{self._name}({self.extractor!r})"
 
 
-class DynamicEventTimeSessionWindows(_EventTime, _DynamicSessions):
+class DynamicEventTimeSessionWindows(_EventTime, _DynamicSessions[T]):
     """Event-time sessions whose gap each element sets: an element at ``t`` with gap ``g`` opens
     ``[t, t + g)``, and overlapping or touching windows of a key merge.
 
@@ -383,7 +389,7 @@ class DynamicEventTimeSessionWindows(_EventTime, _DynamicSessions):
         return DynamicEventTimeSessionWindows(extractor)
 
 
-class DynamicProcessingTimeSessionWindows(_ProcessingTime, _DynamicSessions):
+class DynamicProcessingTimeSessionWindows(_ProcessingTime, _DynamicSessions[T]):
     """Processing-time sessions whose gap each element sets.
 
     >>> class At(WindowAssigner.WindowAssignerContext):
@@ -404,7 +410,7 @@ class DynamicProcessingTimeSessionWindows(_ProcessingTime, _DynamicSessions):
         return DynamicProcessingTimeSessionWindows(extractor)
 
 
-class EventTimeSessionWindows(_EventTime, _Sessions):
+class EventTimeSessionWindows(_EventTime, _Sessions[T]):
     """Event-time sessions: an element at ``t`` opens ``[t, t + gap)``, and windows of a key that overlap
     or touch merge, so a session ends after ``gap`` without elements.
 
@@ -437,7 +443,7 @@ class EventTimeSessionWindows(_EventTime, _Sessions):
         return DynamicEventTimeSessionWindows(extractor)
 
 
-class ProcessingTimeSessionWindows(_ProcessingTime, _Sessions):
+class ProcessingTimeSessionWindows(_ProcessingTime, _Sessions[T]):
     """Processing-time sessions: an element arriving at processing time ``t`` opens ``[t, t + gap)``.
 
     >>> class At(WindowAssigner.WindowAssignerContext):
@@ -470,7 +476,7 @@ class ProcessingTimeSessionWindows(_ProcessingTime, _Sessions):
 _GLOBAL = [GlobalWindow.get()]
 
 
-class GlobalWindows(WindowAssigner):
+class GlobalWindows(WindowAssigner[T, GlobalWindow]):
     """Puts every element of a key into the one :class:`GlobalWindow`. Its default trigger never fires, so
     give the window a trigger (and maybe an evictor) of its own.
 
@@ -500,7 +506,7 @@ class GlobalWindows(WindowAssigner):
         return "GlobalWindows()"
 
 
-class CountTumblingWindowAssigner(GlobalWindows):
+class CountTumblingWindowAssigner(GlobalWindows[T]):
     """Tumbling count windows (PyFlink's ``count_window(size)``): each key's elements in groups of ``size``.
 
     Built as Flink's ``countWindow(size)``: the :class:`GlobalWindow` with the default trigger
@@ -576,7 +582,7 @@ class _FullSlideCountTrigger(Trigger):
         return f"_FullSlideCountTrigger({self.size}, {self.slide})"
 
 
-class CountSlidingWindowAssigner(GlobalWindows):
+class CountSlidingWindowAssigner(GlobalWindows[T]):
     """Sliding count windows (PyFlink's ``count_window(size, slide)``): after the first ``size`` elements of
     a key, and then after every ``slide`` more, the last ``size`` elements. Only full windows fire, as in
     PyFlink (Flink's Java ``countWindow(size, slide)`` also fires the partial windows at the start: see

@@ -12,12 +12,17 @@ the evictor removes elements from that list in place, and what remains is what t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from operators.window._arguments import NO_TIMESTAMP_MESSAGE, span_millis
 from runtime.errors import ApiUsageError, InvalidRecordError
 
 __all__ = ["TimestampedValue", "Evictor", "CountEvictor", "TimeEvictor"]
+
+# PyFlink has no evictors; Flink's are ``Evictor<T, W extends Window>``, so ``Evictor[T, W]`` subscripts like
+# ``Trigger[T, W]`` beside it.
+T = TypeVar("T")
+W = TypeVar("W")
 
 
 class TimestampedValue:
@@ -59,7 +64,7 @@ class TimestampedValue:
         return f"TimestampedValue({self.value!r}, {self.timestamp!r})"
 
 
-class Evictor:
+class Evictor(Generic[T, W]):
     """Removes elements of a pane when its window fires: ``evict_before`` runs before the window
     function, ``evict_after`` after it. ``elements`` is the pane's list of :class:`TimestampedValue`
     (arrival order) to remove from in place; ``size`` is its length when the call began.

@@ -2,7 +2,8 @@
 (``apply``) and ``ProcessWindowFunction`` / ``ProcessAllWindowFunction`` (``process``, with a context).
 
 Each is called when a pane fires, with the pane's elements, and returns (or yields) the records to emit;
-the records it emits carry the window's ``max_timestamp()`` as their timestamp.
+the records it emits carry the window's ``max_timestamp()`` as their timestamp. Like PyFlink's, they are generic
+(``ProcessWindowFunction[IN, OUT, KEY, W]``, ``ProcessWindowFunction.Context[W]``) for typed user code.
 
 >>> from operators.window.windows import TimeWindow
 >>> class Count(WindowFunction):
@@ -14,14 +15,22 @@ the records it emits carry the window's ``max_timestamp()`` as their timestamp.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Generic, Iterable, TypeVar
 
 from operators.functions import Function
 
 __all__ = ["WindowFunction", "AllWindowFunction", "ProcessWindowFunction", "ProcessAllWindowFunction"]
 
+# PyFlink's type parameters, in its order: ``ProcessWindowFunction[IN, OUT, KEY, W]`` and
+# ``ProcessWindowFunction.Context[W2]`` subscript as they do there.
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
+KEY = TypeVar("KEY")
+W = TypeVar("W")
+W2 = TypeVar("W2")
 
-class WindowFunction(Function):
+
+class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
     """A function over the elements of one key's pane when its window fires (``WindowedStream.apply``).
 
     >>> from operators.window.windows import TimeWindow
@@ -38,7 +47,7 @@ class WindowFunction(Function):
         raise NotImplementedError
 
 
-class AllWindowFunction(Function):
+class AllWindowFunction(Function, Generic[IN, OUT, W]):
     """A function over the elements of a pane of a non-keyed window (``AllWindowedStream.apply``).
 
     >>> from operators.window.windows import GlobalWindow
@@ -54,7 +63,7 @@ class AllWindowFunction(Function):
         raise NotImplementedError
 
 
-class ProcessWindowFunction(Function):
+class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
     """A function over the elements of one key's pane, with a context: the window, the clocks, per-window
     and per-key state, and side outputs (``WindowedStream.process``).
 
@@ -69,7 +78,7 @@ class ProcessWindowFunction(Function):
     [('k', 0, 9, 3)]
     """
 
-    class Context:
+    class Context(Generic[W2]):
         """The context of ``process`` and ``clear``.
 
         ``window_state()`` and ``global_state()`` are state stores with PyFlink's ``KeyedStateStore``
@@ -117,7 +126,7 @@ class ProcessWindowFunction(Function):
         ``max_timestamp()`` plus the allowed lateness): delete its per-window state here."""
 
 
-class ProcessAllWindowFunction(Function):
+class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
     """A function over the elements of a pane of a non-keyed window, with a context
     (``AllWindowedStream.process``).
 
@@ -131,7 +140,7 @@ class ProcessAllWindowFunction(Function):
     [(10, [1, 3])]
     """
 
-    class Context:
+    class Context(Generic[W2]):
         """The context of ``process`` and ``clear``: as :class:`ProcessWindowFunction.Context`, without a key
         (``global_state()`` is the state of the operator's single pseudo-key).
 

@@ -19,9 +19,10 @@ True
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from operators.window._arguments import NO_TIMESTAMP_MESSAGE, positive_count, positive_span
+from operators.window.windows import GlobalWindow, TimeWindow, Window
 from runtime.errors import ApiUsageError, InvalidRecordError
 from state_backends.descriptors import ReducingStateDescriptor
 
@@ -36,6 +37,12 @@ __all__ = [
     "PurgingTrigger",
     "NeverTrigger",
 ]
+
+# PyFlink's type parameters: ``Trigger[T, W]`` for elements of type T in windows of type W; each built-in
+# trigger keeps T free (``EventTimeTrigger[T]``) and names the windows it is written for. CountTrigger names any
+# Window where PyFlink's names CountWindow: Chandy's count windows are the GlobalWindow.
+T = TypeVar("T")
+W = TypeVar("W")
 
 
 class TriggerResult(Enum):
@@ -66,7 +73,7 @@ class TriggerResult(Enum):
         return f"TriggerResult.{self.name}"
 
 
-class Trigger:
+class Trigger(Generic[T, W]):
     """Decides when a pane (the elements of one key in one window) is evaluated and when it is purged.
 
     ``on_element`` runs for every element added to a pane; ``on_event_time`` / ``on_processing_time`` run
@@ -164,7 +171,7 @@ class Trigger:
         """Called when ``window`` is dropped: delete the timers and state this trigger holds for it."""
 
 
-class EventTimeTrigger(Trigger):
+class EventTimeTrigger(Trigger[T, TimeWindow]):
     """Fires once the watermark passes the end of the window (at ``window.max_timestamp()``); fires at once
     for an element added to a window the watermark has already passed (allowed lateness). The default
     trigger of event-time assigners.
@@ -213,7 +220,7 @@ class EventTimeTrigger(Trigger):
         return "EventTimeTrigger()"
 
 
-class ProcessingTimeTrigger(Trigger):
+class ProcessingTimeTrigger(Trigger[T, TimeWindow]):
     """Fires once the processing time passes the end of the window. The default trigger of
     processing-time assigners.
 
@@ -261,7 +268,7 @@ def _sum(a: int, b: int) -> int:
     return a + b
 
 
-class CountTrigger(Trigger):
+class CountTrigger(Trigger[T, Window]):
     """Fires when the pane has received ``count`` elements since it last fired (it does not purge: wrap it
     in :class:`PurgingTrigger` for tumbling counts). Keeps its count in reducing state named ``"count"``.
 
@@ -319,7 +326,7 @@ def _java_remainder(dividend: int, divisor: int) -> int:
     return -remainder if dividend < 0 else remainder
 
 
-class _Continuous(Trigger):
+class _Continuous(Trigger[T, TimeWindow]):
     """What the continuous triggers share: the next fire time in reducing state, a timer in their domain."""
 
     def __init__(self, interval, where: str):
@@ -354,7 +361,7 @@ class _Continuous(Trigger):
         self._register_timer(ctx, next_fire)
 
 
-class ContinuousEventTimeTrigger(_Continuous):
+class ContinuousEventTimeTrigger(_Continuous[T]):
     """Fires every ``interval`` of event time (at multiples of the interval, as the watermark passes them)
     and at the end of the window. Keeps the next fire time in reducing state named ``"fire-time"``.
 
@@ -417,7 +424,7 @@ class ContinuousEventTimeTrigger(_Continuous):
         return f"ContinuousEventTimeTrigger({self.interval})"
 
 
-class ContinuousProcessingTimeTrigger(_Continuous):
+class ContinuousProcessingTimeTrigger(_Continuous[T]):
     """Fires every ``interval`` of processing time (at multiples of the interval) until the window ends.
     Keeps the next fire time in reducing state named ``"fire-time"``.
 
@@ -471,7 +478,7 @@ class ContinuousProcessingTimeTrigger(_Continuous):
         return f"ContinuousProcessingTimeTrigger({self.interval})"
 
 
-class PurgingTrigger(Trigger):
+class PurgingTrigger(Trigger[T, Window]):
     """Turns another trigger into a purging one: whenever the nested trigger fires, the pane fires and is
     purged (``FIRE`` becomes ``FIRE_AND_PURGE``).
 
@@ -522,7 +529,7 @@ class PurgingTrigger(Trigger):
         return f"PurgingTrigger({self.nested_trigger!r})"
 
 
-class NeverTrigger(Trigger):
+class NeverTrigger(Trigger[T, GlobalWindow]):
     """Never fires: the default trigger of ``GlobalWindows``, whose one window has no end. Give such a
     window another trigger (``.trigger(CountTrigger.of(100))``) for it to emit anything.
 

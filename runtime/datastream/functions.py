@@ -10,6 +10,7 @@
 
 from operators.async_functions import AsyncFunction, AsyncRetryPredicate, AsyncRetryStrategy
 from operators.functions import (
+    BaseBroadcastProcessFunction,
     BroadcastProcessFunction,
     CoFlatMapFunction,
     CoGroupFunction,
@@ -41,6 +42,7 @@ from operators.window.functions import (
 from state_backends.descriptors import AggregateFunction
 
 __all__ = [
+    "BaseBroadcastProcessFunction",
     "BroadcastProcessFunction",
     "KeyedBroadcastProcessFunction",
     "AsyncFunction",
