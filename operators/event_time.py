@@ -33,6 +33,7 @@ from operators.watermark_strategy import (
     WatermarkStrategy,
     _CallableAssigner,
     _NoWatermarks,
+    _RecordTimestamps,
     checked_timestamps,
 )
 from runtime.errors import ApiUsageError, FunctionContractError
@@ -72,6 +73,9 @@ class TimestampsAndWatermarksOperator(OneInputOperator):
 
     def open(self) -> None:
         assigner = self.strategy.create_timestamp_assigner()
+        # Without an assigner of the user's, records keep the timestamps they have, and one without keeps none
+        # (Flink's: a sequence's numbers under for_monotonous_timestamps() are no error).
+        self.record_timestamps = isinstance(assigner, _RecordTimestamps)
         # A plain function skips a method call per record.
         self.extract = assigner.function if isinstance(assigner, _CallableAssigner) else assigner.extract_timestamp
         opener = getattr(assigner, "open", None)
@@ -87,11 +91,16 @@ class TimestampsAndWatermarksOperator(OneInputOperator):
     def process_batch(self, records: list) -> list:
         extract = self.extract
         kind = type(records)
-        if kind is TimestampedBatch or kind is SplitBatch:
-            timestamps = [extract(r, t) for r, t in zip(records, records.timestamps)]
+        if self.record_timestamps:
+            timestamps = list(records.timestamps) if kind is TimestampedBatch or kind is SplitBatch \
+                else [None] * len(records)
+            if not timestamps or None in timestamps:
+                return self._without_timestamps(records, timestamps)
+        elif kind is TimestampedBatch or kind is SplitBatch:
+            timestamps = checked_timestamps([extract(r, t) for r, t in zip(records, records.timestamps)], records,
+                                            self.name)
         else:
-            timestamps = [extract(r, None) for r in records]
-        timestamps = checked_timestamps(timestamps, records, self.name)
+            timestamps = checked_timestamps([extract(r, None) for r in records], records, self.name)
         if timestamps:
             if kind is SplitBatch and self.split_source is not None:
                 self._per_split(records, timestamps)
@@ -100,6 +109,21 @@ class TimestampsAndWatermarksOperator(OneInputOperator):
             if self.idle_timeout is not None:
                 self.last_record_at = time.monotonic()
         return TimestampedBatch.of(records, timestamps)
+
+    def _without_timestamps(self, records: list, timestamps: list) -> list:
+        """A batch in which some records have no timestamp (and no assigner gives them one): the generator sees
+        the others; all go on as they are."""
+        stamped = [(t, r) for t, r in zip(timestamps, records) if t is not None]
+        if stamped:
+            if type(records) is SplitBatch and self.split_source is not None:
+                splits = [s for t, s in zip(timestamps, records.splits) if t is not None]
+                self._per_split(SplitBatch.of_splits([r for _, r in stamped], [t for t, _ in stamped], splits),
+                                [t for t, _ in stamped])
+            else:
+                self.generator.on_batch([t for t, _ in stamped], [r for _, r in stamped])
+        if records and self.idle_timeout is not None:
+            self.last_record_at = time.monotonic()
+        return TimestampedBatch.of(records, timestamps) if stamped else list(records)
 
     def _per_split(self, records: SplitBatch, timestamps: list) -> None:
         grouped: dict = {}

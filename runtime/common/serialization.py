@@ -19,7 +19,7 @@ from runtime.errors import ConfigurationError
 from runtime.not_provided import absent_names
 
 __all__ = ["SerializationSchema", "DeserializationSchema", "SimpleStringSchema", "ByteArraySchema", "Encoder",
-           "RowFieldExtractorSchema"]
+           "SimpleStringEncoder", "RowFieldExtractorSchema"]
 
 # PyFlink 1.15 and older had the row formats here; they live in runtime.datastream.formats (which imports this
 # module, so they are looked up when asked for).
@@ -163,3 +163,14 @@ class Encoder:
 
     def __repr__(self) -> str:
         return f"Encoder.simple_string_encoder({self.charset!r})"
+
+
+class SimpleStringEncoder(Encoder):
+    """Flink's ``SimpleStringEncoder`` by its class name: the same as ``Encoder.simple_string_encoder(charset)``.
+
+    >>> SimpleStringEncoder("UTF-8").encode(("a", 1))
+    b"('a', 1)\\n"
+    """
+
+    def __init__(self, charset: str = "UTF-8"):
+        super().__init__(charset)

@@ -66,7 +66,7 @@ from runtime.driver.web import (
 from runtime.errors import ApiUsageError, ConfigurationError, JobGraphError
 from runtime.graph.compile import compile_job_graph
 from runtime.graph.job_graph import CheckpointSettings
-from runtime.graph.transformation import Transformation
+from runtime.graph.transformation import Transformation, with_upstream
 from runtime.keys.key_groups import UPPER_BOUND_MAX_PARALLELISM
 from runtime.restart_strategies import ExponentialDelayRestartStrategy
 from runtime.types import TypeInformation
@@ -316,7 +316,7 @@ class StreamExecutionEnvironment:
         """Whether the declared job runs in batch mode (BATCH, or AUTOMATIC with every source bounded)."""
         mode = self._runtime_mode
         if mode is RuntimeExecutionMode.AUTOMATIC:
-            return all(t.bounded for t in self._transformations if t.kind == "source")
+            return all(t.bounded for t in with_upstream(self._transformations) if t.kind == "source")
         return mode is RuntimeExecutionMode.BATCH
 
     def get_runtime_mode(self) -> RuntimeExecutionMode:
@@ -510,8 +510,9 @@ class StreamExecutionEnvironment:
                  state_backend: StateBackend | None = None):
         if not self._transformations and self._executed:
             raise JobGraphError(
-                f"This environment already launched job '{self._executed[-1]}', and launching a job consumes the "
-                "streams declared for it (as in Flink). Declare the streams again before calling execute() again.")
+                f"This environment already launched job '{self._executed[-1]}', and nothing was declared since: a "
+                "job is the sinks declared since the last execute() and what they read (as in Flink). Add a sink "
+                "(sink_to, print, execute_and_collect) to a stream, old or new, before calling execute() again.")
         return compile_job_graph(self._transformations, job_name, self._parallelism, max_parallelism,
                                  self._buffer_timeout_ms, self._batch_size, checkpointing,
                                  state_backend or self._state_backend,

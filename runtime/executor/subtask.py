@@ -31,6 +31,7 @@ from runtime.gc_pause import gc_paused
 from runtime.graph.job_graph import Chain, OperatorNode
 from runtime.ids import CheckpointId
 from runtime.network.channels import Cancelled, InputGate
+from runtime.network.codec import RecordCodec
 from runtime.network.record_writer import RecordWriter
 from runtime.network.wait_timer import WaitTimer
 from runtime.protocol.events import (
@@ -87,6 +88,10 @@ class SubtaskRunner:
         self.chain = chain
         self.gate = gate
         self.operators = [node.operator for node in chain.operators]
+        # Operators that declared a row type hand Rows on, as an edge would (None: they hand what they make).
+        self.row_makers = [RecordCodec(node.output_type, node.name).as_rows
+                           if node.output_type is not None and node.output_type.is_row and node.schema is None
+                           else None for node in chain.operators]
         self.writer: RecordWriter | None = None
         self.buffer_timeout = slot.graph.buffer_timeout_ms / 1000.0
         # A columnar source's poll size counts rows of one Arrow batch, not Python records.
@@ -165,7 +170,10 @@ class SubtaskRunner:
             self._push(records, 1)
 
     def _push(self, records: list, start: int) -> None:
-        operators, counts = self.operators, self._counts
+        """``records``, the output of operator ``start - 1`` (the input when 0), through the rest of the chain."""
+        operators, counts, row_makers = self.operators, self._counts, self.row_makers
+        if start and row_makers[start - 1] is not None:
+            records = self._as_rows(start - 1, records)
         for i in range(start, len(operators)):
             if counts is not None:
                 counts[i] += count_records(records)
@@ -177,9 +185,17 @@ class SubtaskRunner:
                 raise OperatorError(self.chain.operators[i], exc) from exc
             if not records:
                 return
+            if row_makers[i] is not None:
+                records = self._as_rows(i, records)
         if counts is not None:
             counts[-1] += count_records(records)
         self.writer.emit(records)
+
+    def _as_rows(self, index: int, records: list) -> list:
+        try:
+            return self.row_makers[index](records)
+        except Exception as exc:  # a record that does not fit the declared type: the operator's fault
+            raise OperatorError(self.chain.operators[index], exc) from exc
 
     def run(self) -> None:
         opened = 0  # operators whose open() ran: only they are closed (an async operator's thread stops then)

@@ -34,7 +34,7 @@ from runtime.graph.job_graph import (
     OperatorNode,
     Partitioner,
 )
-from runtime.graph.transformation import Transformation
+from runtime.graph.transformation import Transformation, with_upstream
 from runtime.keys.key_groups import UPPER_BOUND_MAX_PARALLELISM, default_max_parallelism
 from state_backends.base import StateBackend
 from state_backends.heap import HashMapStateBackend
@@ -157,7 +157,8 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
     ``chaining=False`` runs every operator on a thread of its own (``disable_operator_chaining``);
     ``batch=True`` runs keyed operators with batch semantics (:mod:`operators.batch`).
     """
-    physical = sorted((t for t in transformations if not t.is_virtual), key=lambda t: t.id)
+    transformations = with_upstream(transformations)
+    physical = [t for t in transformations if not t.is_virtual]
     if not any(t.kind == "sink" for t in physical):
         raise JobGraphError(
             f"Job '{job_name}' has no sink, so it would compute nothing visible. End each stream with "

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from runtime.graph.job_graph import Partitioner
 from runtime.types import TypeInformation
 
-__all__ = ["Transformation"]
+__all__ = ["Transformation", "with_upstream"]
 
 _ids = itertools.count()
 
@@ -53,3 +53,22 @@ class Transformation:
         return self.kind in ("partition", "union", "side")
 
 
+
+
+def with_upstream(transformations: list[Transformation]) -> list[Transformation]:
+    """``transformations`` and every transformation upstream of them, in declaration order: a job is what its
+    sinks read from, so a stream declared before an earlier ``execute()`` feeds the next job too, as in Flink.
+
+    >>> source = Transformation("source", "numbers")
+    >>> sink = Transformation("sink", "print", [Transformation("operator", "map", [source])])
+    >>> [t.name for t in with_upstream([sink])]
+    ['numbers', 'map', 'print']
+    """
+    found: dict[int, Transformation] = {}
+    pending = list(transformations)
+    while pending:
+        t = pending.pop()
+        if t.id not in found:
+            found[t.id] = t
+            pending.extend(t.inputs)
+    return sorted(found.values(), key=lambda t: t.id)

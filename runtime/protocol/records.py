@@ -39,6 +39,10 @@ class TimestampedBatch(list):
         batch.timestamps = timestamps
         return batch
 
+    def with_records(self, records: list) -> "TimestampedBatch":
+        """The same records, one for one, in another form (Rows for tuples): this batch's timestamps kept."""
+        return TimestampedBatch.of(records, self.timestamps)
+
     def __reduce__(self):
         return (_rebuild, (list(self), self.timestamps))
 
@@ -65,6 +69,9 @@ class SplitBatch(TimestampedBatch):
         batch.timestamps = timestamps
         batch.splits = splits
         return batch
+
+    def with_records(self, records: list) -> "SplitBatch":
+        return SplitBatch.of_splits(records, self.timestamps, self.splits)
 
     def __repr__(self) -> str:
         return f"SplitBatch({list.__repr__(self)}, timestamps={self.timestamps!r}, splits={self.splits!r})"
