@@ -37,7 +37,13 @@ def millis(value, name: str) -> float:
 
 
 class RestartStrategy:
-    """Base of the restart strategies: ``delay_after(failure_times)`` in ms, or None once the job must fail."""
+    """Base of the restart strategies: ``delay_after(failure_times)`` in ms, or None once the job must fail.
+    PyFlink calls it ``RestartStrategyConfiguration``.
+
+    >>> strategy = FixedDelayRestartStrategy(2, 500)
+    >>> isinstance(strategy, RestartStrategy), strategy.delay_after((1.0,)), strategy.delay_after((1.0, 2.0, 3.0))
+    (True, 500, None)
+    """
 
     def delay_after(self, failure_times: tuple[float, ...]) -> float | None:
         raise NotImplementedError

@@ -13,5 +13,7 @@ from runtime.restart_strategies import (
     NoRestartStrategy,
 )
 
-__all__ = ["RestartStrategies", "RestartStrategy", "FixedDelayRestartStrategy", "FailureRateRestartStrategy",
+RestartStrategyConfiguration = RestartStrategy  # PyFlink's name for what RestartStrategies makes
+
+__all__ = ["RestartStrategies", "RestartStrategy", "RestartStrategyConfiguration", "FixedDelayRestartStrategy", "FailureRateRestartStrategy",
            "ExponentialDelayRestartStrategy", "NoRestartStrategy"]

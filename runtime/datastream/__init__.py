@@ -24,6 +24,7 @@ from operators.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    Partitioner,
     ProcessFunction,
     ProcessJoinFunction,
     ReduceFunction,
@@ -37,7 +38,22 @@ from operators.window.functions import (
     ProcessWindowFunction,
     WindowFunction,
 )
-from runtime.checkpoint_config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointCleanup
+from operators.window import (
+    CountWindow,
+    GlobalWindow,
+    MergingWindowAssigner,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    Window,
+    WindowAssigner,
+)
+from runtime.checkpoint_config import (
+    CheckpointConfig,
+    CheckpointingMode,
+    ExternalizedCheckpointCleanup,
+    ExternalizedCheckpointRetention,
+)
 from runtime.datastream.async_data_stream import AsyncDataStream
 from runtime.datastream.broadcast_stream import BroadcastConnectedStream, BroadcastStream
 from runtime.datastream.checkpoint_storage import (
@@ -55,6 +71,7 @@ from runtime.datastream.stream_execution_environment import StreamExecutionEnvir
 from runtime.datastream.windowed_stream import AllWindowedStream, WindowedStream
 from runtime.not_provided import absent_names
 from runtime.side_outputs import OutputTag
+from state_backends.descriptors import AggregateFunction
 
 __all__ = [
     "StreamExecutionEnvironment",
@@ -76,6 +93,7 @@ __all__ = [
     "CheckpointConfig",
     "CheckpointingMode",
     "ExternalizedCheckpointCleanup",
+    "ExternalizedCheckpointRetention",
     "CheckpointStorage",
     "FileSystemCheckpointStorage",
     "JobManagerCheckpointStorage",
@@ -108,6 +126,16 @@ __all__ = [
     "AllWindowFunction",
     "ProcessWindowFunction",
     "ProcessAllWindowFunction",
+    "AggregateFunction",
+    "Partitioner",
+    "Window",
+    "TimeWindow",
+    "CountWindow",
+    "GlobalWindow",
+    "WindowAssigner",
+    "MergingWindowAssigner",
+    "Trigger",
+    "TriggerResult",
 ]
 
 __getattr__ = absent_names(__name__)  # PredefinedOptions: says why it is missing

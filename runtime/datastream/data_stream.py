@@ -991,3 +991,18 @@ class CloseableIterator:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_OTHER_STREAMS = {"ConnectedStreams": "connected_streams", "BroadcastStream": "broadcast_stream",
+                  "BroadcastConnectedStream": "broadcast_stream"}
+
+
+def __getattr__(name: str):
+    """PyFlink keeps every stream class in ``data_stream``; Chandy's others have modules of their own, which import
+    this one, so they are looked up when asked for."""
+    module = _OTHER_STREAMS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"runtime.datastream.{module}"), name)

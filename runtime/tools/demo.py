@@ -1,4 +1,4 @@
-"""The demo job: DESIGN §7's reference job, checked against a plain-Python answer.
+"""The demo job: the reference job that the benchmarks also run, checked against a plain-Python answer.
 
     sequence source -> map(x % keys) -> key_by -> running count per key (keyed state) -> sink
 
