@@ -177,14 +177,16 @@ NOT_RUN_HERE = {
 }
 
 
-def test_every_readme_block_runs(spark, tmp_path, monkeypatch, capsys):
-    """The python blocks run in order, each printing what its comments say; then the ``chandy`` command lines."""
+def test_every_readme_block_runs(spark, kafka, tmp_path, monkeypatch, capsys):
+    """The python blocks run in order, each printing what its comments say; then the ``chandy`` command lines.
+    The Kafka block's ``localhost:9092`` is the session's broker (there, unless the port was taken)."""
     from runtime.tools.cli import main as chandy
 
     monkeypatch.chdir(tmp_path)
     python_blocks = readme_blocks("python")
     assert len(python_blocks) >= 4
     for number, block in enumerate(python_blocks, 1):
+        block = block.replace("localhost:9092", kafka.bootstrap)
         exec(compile(block, f"README.md python block {number}", "exec"), {"__name__": f"readme_block_{number}"})
         printed = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
         assert printed == expected_prints(block), f"README python block {number}"

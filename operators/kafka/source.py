@@ -275,7 +275,7 @@ class _KafkaReader(SourceReader):
             key = (message.topic(), message.partition())
             if key != run_key:
                 if split is not None and offset >= 0:
-                    self.positions[split] = offset + 1
+                    self._advance(split, offset + 1)
                 run_key, split = key, KafkaTopicPartition(*key)
                 name, stop, offset = str(split), self.stops.get(split), -1
                 self.at_end.discard(split)
@@ -305,7 +305,7 @@ class _KafkaReader(SourceReader):
             timestamps.append(timestamp if kind != _NOT_AVAILABLE else None)
             splits.append(name)
         if split is not None and offset >= 0:
-            self.positions[split] = offset + 1
+            self._advance(split, offset + 1)
         if messages:
             self.brokers_down_since = None
         if time.monotonic() >= self.next_lag_measure:
@@ -335,7 +335,10 @@ class _KafkaReader(SourceReader):
 
         code = error.code()
         if code == KafkaError._PARTITION_EOF:  # read to the end for now: a partition that may go idle
-            self.at_end.add(KafkaTopicPartition(message.topic(), message.partition()))
+            split = KafkaTopicPartition(message.topic(), message.partition())
+            self.at_end.add(split)
+            if split in self.stops:
+                self._past_markers(split)
             return
         if code in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
             now = time.monotonic()
@@ -354,6 +357,22 @@ class _KafkaReader(SourceReader):
         if error.fatal() or not error.retriable():
             raise ServerUnreachableError(f"Kafka source subtask {self.subtask}: {error.str()}")
         log.warning("Kafka source subtask %d: %s", self.subtask, error.str())
+
+    def _advance(self, split: KafkaTopicPartition, position: int) -> None:
+        """The partition's next offset is ``position``, unless the end of the partition, seen in the same poll,
+        put it past a commit marker already (see :meth:`_past_markers`)."""
+        if position > self.positions.get(split, -1):
+            self.positions[split] = position
+
+    def _past_markers(self, split: KafkaTopicPartition) -> None:
+        """At the end of a partition with a stopping offset: the consumer's position, not the last record's offset,
+        says where it is, since a transactional producer's commit markers take offsets too and are no records.
+        Without this, a bounded read whose stopping offset lies past a marker would wait forever (Flink's split
+        reader checks the position the same way)."""
+        from confluent_kafka import TopicPartition
+
+        (position,) = self.consumer.position([TopicPartition(split.topic, split.partition)])
+        self._advance(split, position.offset)
 
     def snapshot_state(self) -> list:
         return [(p.topic, p.partition, offset, self.stops.get(p)) for p, offset in sorted(self.positions.items())]

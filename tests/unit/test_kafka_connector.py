@@ -264,3 +264,21 @@ def test_a_partition_that_reaches_its_end_leaves_the_others_fetching(kafka):
     # consumer fetched of the others and stall them).
     assert spy.calls == {"incremental_unassign": 3}
     assert spy.consumer.assignment() == []
+
+
+def test_a_bounded_read_ends_past_the_commit_markers_of_a_transactional_producer(kafka):
+    from confluent_kafka import Producer
+
+    topic = kafka.topic("transactional", 2)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": f"writer-{topic}"})
+    producer.init_transactions(30)
+    for batch in range(3):  # each commit leaves a marker at the end of the partitions it wrote to
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(topic, value=str(batch * 4 + i).encode(), partition=i % 2)
+        producer.commit_transaction(30)
+    reader = builder(kafka, topic).set_bounded(KafkaOffsetsInitializer.latest()).build().create_reader(0, 1)
+    reader.source.validate()
+    reader.open(None)
+    assert sorted(int(value) for value, _, _ in read_all(reader)) == list(range(12))
+    assert reader.poll(100) is None, "every partition reached its stopping offset, markers included"

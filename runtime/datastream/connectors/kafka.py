@@ -45,7 +45,24 @@ __all__ = ["KafkaSource", "KafkaSourceBuilder", "KafkaSink", "KafkaSinkBuilder",
            "FlinkKafkaProducer", "Semantic"]
 
 
-class KafkaSourceBuilder:
+class _PropertiesAndTopics:
+    """What both builders take alike: client properties, and whether to create missing topics."""
+
+    _properties: dict
+    _create_topics: TopicCreation | None
+
+    def set_property(self, key: str, value: str):
+        self._properties[key] = value
+        return self
+
+    def set_create_missing_topics(self, num_partitions: int = -1, replication_factor: int = -1):
+        """Chandy's own: create the topics that do not exist yet before the job starts (``-1``: the cluster's
+        default), instead of failing on them."""
+        self._create_topics = TopicCreation(num_partitions, replication_factor)
+        return self
+
+
+class KafkaSourceBuilder(_PropertiesAndTopics):
     """PyFlink's builder of a :class:`KafkaSource`: the bootstrap servers, one subscription (topics, a pattern or
     partitions) and a deserializer are needed; the rest has Flink's defaults (earliest offsets, unbounded)."""
 
@@ -118,15 +135,6 @@ class KafkaSourceBuilder:
         self._properties["client.id.prefix"] = prefix
         return self
 
-    def set_create_missing_topics(self, num_partitions: int = -1, replication_factor: int = -1) -> "KafkaSourceBuilder":
-        """Chandy's own: create the topics that do not exist yet before the job starts (``-1``: the cluster's
-        default), instead of failing on them."""
-        self._create_topics = TopicCreation(num_partitions, replication_factor)
-        return self
-
-    def set_property(self, key: str, value: str) -> "KafkaSourceBuilder":
-        self._properties[key] = value
-        return self
 
     def set_properties(self, props: dict) -> "KafkaSourceBuilder":
         self._properties.update(props)
@@ -168,7 +176,7 @@ def _initializer(value, where: str) -> KafkaOffsetsInitializer:
     return value
 
 
-class KafkaSinkBuilder:
+class KafkaSinkBuilder(_PropertiesAndTopics):
     """PyFlink's builder of a :class:`KafkaSink`: bootstrap servers and a record serializer are needed;
     ``EXACTLY_ONCE`` needs a transactional id prefix too, unique per job on a cluster and stable across its
     restarts (as in Flink)."""
@@ -204,15 +212,6 @@ class KafkaSinkBuilder:
         self._serializer = record_serializer
         return self
 
-    def set_create_missing_topics(self, num_partitions: int = -1, replication_factor: int = -1) -> "KafkaSinkBuilder":
-        """Chandy's own: create the topics that do not exist yet before the job starts (``-1``: the cluster's
-        default), instead of failing on them."""
-        self._create_topics = TopicCreation(num_partitions, replication_factor)
-        return self
-
-    def set_property(self, key: str, value: str) -> "KafkaSinkBuilder":
-        self._properties[key] = value
-        return self
 
     def build(self) -> "KafkaSink":
         properties = dict(self._properties)
