@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["OutputTag", "SideOutputRecord"]
+__all__ = ["OutputTag", "SideOutputRecord", "FailedRecord"]
 
 
 @dataclass(frozen=True)
@@ -43,3 +43,23 @@ class SideOutputRecord:
 
     def __reduce__(self):
         return (SideOutputRecord, (self.tag, self.value))
+
+
+@dataclass(frozen=True)
+class FailedRecord:
+    """A record whose function raised, on the side output chosen with
+    ``stream.side_output_failed_records(tag)``: the record, the operator, and the error with its traceback.
+
+    >>> failed = FailedRecord("x", "parse", "ValueError", "invalid literal for int() with base 10: 'x'", "...")
+    >>> failed.record, failed
+    ('x', FailedRecord('x' in 'parse': ValueError: invalid literal for int() with base 10: 'x'))
+    """
+
+    record: Any
+    operator: str
+    error_type: str
+    message: str
+    traceback: str
+
+    def __repr__(self) -> str:
+        return f"FailedRecord({self.record!r:.200} in {self.operator!r}: {self.error_type}: {self.message:.500})"

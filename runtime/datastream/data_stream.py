@@ -614,6 +614,30 @@ class DataStream(_Named):
                            output_type=output_tag.type_info, environment=self._env, side_tag=output_tag.tag_id)
         return DataStream(self._env, t)
 
+    def side_output_failed_records(self, output_tag: OutputTag) -> "DataStream":
+        """Chandy's own: a record whose function raises in this operator goes to the side output ``output_tag`` as a
+        :class:`~runtime.side_outputs.FailedRecord` (the record, the error, its traceback), and the job goes on,
+        instead of failing (Spark's bad-records path, Kafka Streams' exception handlers). Read them with
+        ``get_side_output(output_tag)``. The operator then calls its function one record at a time (about a
+        microsecond more per record); state the function changed before it raised stays changed.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> failed = OutputTag("unparsable")
+        >>> numbers = env.from_collection(["1", "x"]).map(int).side_output_failed_records(failed)
+        >>> numbers.get_side_output(failed).get_name()
+        'SideOutput: unparsable'
+        """
+        if not isinstance(output_tag, OutputTag):
+            raise ApiUsageError(f"side_output_failed_records() expects an OutputTag, got {type(output_tag).__name__}")
+        if self._transformation.kind != "operator" or self._transformation.schema is not None:
+            raise ApiUsageError(
+                f"side_output_failed_records() applies to an operator that calls a function per record (map, "
+                f"flat_map, filter, process ...); '{self._transformation.name}' is a {self._transformation.kind}"
+                + (" of Arrow batches" if self._transformation.schema is not None else "") + ".")
+        self._transformation.failed_records_tag = output_tag.tag_id
+        return self
+
     def connect(self, other: "DataStream"):
         """Connect with another stream (of any record type) into one two-input operator: see
         :class:`~runtime.datastream.connected_streams.ConnectedStreams`.

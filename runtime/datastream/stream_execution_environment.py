@@ -624,7 +624,9 @@ class StreamExecutionEnvironment:
                                                          else "a certificate made for this job") + ")")
             log.info("Job '%s': internal connections are %s: %s", job_name, what, encryption.reason)
         master = JobMaster(graph, spark, sinks, self.get_restart_strategy(), coordinator, restore,
-                           dashboard=self._dashboard_settings(spark), progress=_progress_wanted(spark), tls=tls)
+                           dashboard=self._dashboard_settings(spark), progress=_progress_wanted(spark), tls=tls,
+                           restart_chosen=self._restart_strategy is not None
+                           and not isinstance(self._restart_strategy, FallbackRestartStrategy))
         master.start()
         return JobClient(master)
 

@@ -8,8 +8,10 @@ broken data connection (a consequence: see :func:`_is_secondary`); else Spark's 
 first report to arrive wins; a consequence never outranks a cause, whatever the order of arrival.
 
 A restart is worth it only when the cause may not repeat: :func:`decide_restart` refuses one for errors that
-say they would (a malformed record, an undeclared type, a module missing on the executors ...), and for an
-operator that failed the same way in ``open()`` on two attempts in a row.
+say they would (a malformed record, an undeclared type, a module missing on the executors ...), for an
+operator that failed the same way in ``open()`` on two attempts in a row, and for an operator that raised the
+same exception on the same record on two attempts in a row with no checkpoint completed in between (the next
+attempt would read that record again and fail again) unless the user chose the restart strategy.
 
 >>> evidence = FailureEvidence(disconnected_slots=[1])
 >>> diagnosis = diagnose("job", evidence)
@@ -55,6 +57,7 @@ class Diagnosis:
     error: JobFailedError
     phase: FailurePhase = FailurePhase.RUNTIME
     signature: tuple = ()  # (operator uid, error type, message): the same failure again has the same one
+    record: str | None = None  # the repr of the record being processed, when the traceback showed it
 
 
 def _from_report(job_name: str, report: SlotFailed) -> Diagnosis:
@@ -74,7 +77,8 @@ def _from_report(job_name: str, report: SlotFailed) -> Diagnosis:
             error.__cause__ = pickle.loads(report.exception)
         except Exception:  # the exception's class may not exist on the driver
             pass
-    return Diagnosis(error, report.phase, (report.operator_uid, report.error_type, report.error_message))
+    return Diagnosis(error, report.phase, (report.operator_uid, report.error_type, report.error_message),
+                     report.record)
 
 
 # What a slot raises when a peer's data channel breaks (runtime.network.channels: an Arrow stream cut short
@@ -160,9 +164,12 @@ class RestartDecision:
     reason: str = ""  # why not, for the user
 
 
-def decide_restart(failure: Diagnosis, previous: Diagnosis | None, refusal: str | None) -> RestartDecision:
+def decide_restart(failure: Diagnosis, previous: Diagnosis | None, refusal: str | None,
+                   progress_since_previous: bool = True, strategy_chosen: bool = False) -> RestartDecision:
     """Whether to restart after ``failure``; ``previous`` is the failure of the attempt before, if any;
-    ``refusal`` is why the restart strategy allows no more restarts (None: it allows one).
+    ``refusal`` is why the restart strategy allows no more restarts (None: it allows one);
+    ``progress_since_previous``: a checkpoint completed since ``previous``; ``strategy_chosen``: the user set the
+    restart strategy (then it alone decides how often a failure that repeats is retried).
 
     >>> bad = Diagnosis(JobFailedError("bad record", retryable=False))
     >>> decide_restart(bad, None, None)
@@ -172,6 +179,13 @@ def decide_restart(failure: Diagnosis, previous: Diagnosis | None, refusal: str 
     (True, False)
     >>> decide_restart(in_open, None, "after 3 restart(s); the restart strategy allows 3")
     RestartDecision(restart=False, reason='after 3 restart(s); the restart strategy allows 3')
+    >>> bad_record = Diagnosis(JobFailedError("x"), FailurePhase.RUN, ("parse", "ValueError", "bad"), "'x'")
+    >>> decide_restart(bad_record, bad_record, None, progress_since_previous=False).reason[:70]
+    "operator 'parse' raised the same ValueError on the same record ('x') o"
+    >>> decide_restart(bad_record, bad_record, None, progress_since_previous=True).restart
+    True
+    >>> decide_restart(bad_record, bad_record, None, progress_since_previous=False, strategy_chosen=True).restart
+    True
     """
     if not failure.error.retryable:
         return RestartDecision(False, "the failure would happen again on a restart, so the job was not restarted")
@@ -179,6 +193,16 @@ def decide_restart(failure: Diagnosis, previous: Diagnosis | None, refusal: str 
             and previous.signature == failure.signature):
         return RestartDecision(False, "the operator failed the same way in open() on two attempts in a row, so "
                                       "the job was not restarted again")
+    if (failure.phase is FailurePhase.RUN and failure.record is not None and previous is not None
+            and previous.phase is FailurePhase.RUN and previous.signature == failure.signature
+            and previous.record == failure.record and not progress_since_previous and not strategy_chosen):
+        uid, error_type, _ = failure.signature
+        operator = getattr(failure.error, "operator_name", None) or uid
+        return RestartDecision(False, (
+            f"operator '{operator}' raised the same {error_type} on the same record ({failure.record}) on two attempts in "
+            "a row, with no checkpoint completed in between: a restart would read that record again and fail "
+            "again, so the job was not restarted. Handle such records in the function (catch the error, or filter "
+            "them out before it), or choose a restart strategy (env.set_restart_strategy(...)) to retry anyway."))
     if refusal is not None:
         return RestartDecision(False, refusal)
     return RestartDecision(True)

@@ -24,7 +24,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import cloudpickle
 
 from operators.sinks import CollectSink
 from runtime.checkpoint_config import RestartStrategy
@@ -51,6 +50,7 @@ from runtime.errors import (
     StorageUnreachableError,
 )
 from runtime.executor.entry import barrier_task
+from runtime.graph import pickling
 from runtime.graph.job_graph import JobGraph
 from runtime.ids import Attempt
 from runtime.network.security import ConnectionSecurity
@@ -88,7 +88,8 @@ def _driver_host(spark) -> str:
 class JobMaster:
     def __init__(self, graph: JobGraph, spark, sinks: dict[str, Any], restart: RestartStrategy,
                  coordinator: CheckpointCoordinator | None = None, restore: RestorePoint | None = None,
-                 dashboard: DashboardSettings | None = None, progress: bool = False, tls: TlsMaterial | None = None):
+                 dashboard: DashboardSettings | None = None, progress: bool = False, tls: TlsMaterial | None = None,
+                 restart_chosen: bool = False):
         self.graph = graph
         self.tls = tls  # None: internal connections are authenticated, not encrypted
         self.dashboard = dashboard  # None: no web server for this job
@@ -96,6 +97,7 @@ class JobMaster:
         self.spark = spark
         self.sinks = sinks  # sink uid -> the user's Sink object (driver side)
         self.restart = restart
+        self.restart_chosen = restart_chosen  # the user set the strategy: it alone limits retries of a repeat
         self.coordinator = coordinator
         self.initial_restore = restore
         self.job_id = uuid.uuid4().hex
@@ -109,7 +111,7 @@ class JobMaster:
         self._outcome: JobResult | BaseException | None = None
         self._done = threading.Event()
         self._started = 0.0
-        self._payload = cloudpickle.dumps(graph)
+        self._payload = pickling.dumps(graph)  # user code keeps its file names for executors' tracebacks
         self.registered_pids: list[int] = []
         self.data_addresses: list[tuple[str, int]] = []
         self.coordinator_loop: CoordinatorLoop | None = None
@@ -303,6 +305,7 @@ class JobMaster:
     def _run_attempts(self):
         restore = self.initial_restore
         previous: Diagnosis | None = None
+        newest_at_previous = None  # the newest completed checkpoint when ``previous`` failed
         while True:
             outcome = self._run_attempt(restore)
             if not isinstance(outcome, Diagnosis):
@@ -321,13 +324,16 @@ class JobMaster:
                     self.failure_times.append(time.monotonic())
                     failures = tuple(self.failure_times)
                     delay_ms = self.restart.delay_after(failures)
+                    newest = self._newest_completed_checkpoint()
                     decision = decide_restart(outcome, previous,
-                                              self.restart.refusal(failures) if delay_ms is None else None)
+                                              self.restart.refusal(failures) if delay_ms is None else None,
+                                              progress_since_previous=newest != newest_at_previous,
+                                              strategy_chosen=self.restart_chosen)
                     if not decision.restart:
                         error = outcome.error.with_note(decision.reason) if decision.reason else outcome.error
                         self.lifecycle.transition(JobStatus.FAILED, str(error.message).splitlines()[0])
                         return error
-                    previous = outcome
+                    previous, newest_at_previous = outcome, newest
                     self.restarts += 1  # a fallback to an older checkpoint is no restart of the user's job
                     if self.exceptions:
                         self.exceptions[-1]["restarted"] = True
@@ -339,7 +345,7 @@ class JobMaster:
                 else:
                     log.warning("Job '%s' attempt %d failed, restarting in %.0f ms (restart %d, %s): %s",
                                 self.graph.job_name, self.attempt, delay_ms, self.restarts, self.restart,
-                                outcome.error.message.splitlines()[0])
+                                outcome.error)
                     if self._cancel_requested or self._cancel_requested_within(delay_ms / 1000.0):
                         return self._cancel()
                 try:
@@ -354,6 +360,10 @@ class JobMaster:
                     self.lifecycle.transition(JobStatus.FAILED, str(exc).splitlines()[0])
                     return error
             self.attempt = Attempt(self.attempt + 1)
+
+    def _newest_completed_checkpoint(self):
+        completed = self.coordinator.completed_checkpoints() if self.coordinator is not None else []
+        return completed[-1] if completed else None
 
     def _cancel_requested_within(self, seconds: float) -> bool:
         """Whether a cancel arrives within ``seconds``; one already waiting counts even when ``seconds`` is 0
@@ -470,7 +480,8 @@ class JobMaster:
 
     def _attempt_failed(self, first) -> Diagnosis:
         diagnosis = diagnose(self.graph.job_name, self._gather_evidence(first))
-        log.error("%s", diagnosis.error)
+        # The message only: the traceback follows once, in the restart's line or in the error execute() raises.
+        log.error("%s", diagnosis.error.message)
         self._remember_exception(diagnosis.error)
         self._stop_everything("the job attempt failed")
         return diagnosis

@@ -54,6 +54,7 @@ def barrier_task(payload: bytes, coordinator: tuple[str, int], security: Connect
             raise
         results = SlotRunner(graph, coordinator, attempt, slot, host, security, restore, restore_storage,
                              stop_sources).run()
-        yield cloudpickle.dumps(results)
+        if results is not None:  # None: cancelled
+            yield cloudpickle.dumps(results)
 
     return run

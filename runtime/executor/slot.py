@@ -170,7 +170,8 @@ class SlotRunner:
                                                            graph.max_parallelism))
                 else:
                     edge_writers.append(EdgeWriter(edge, self.slot, channels, graph.batch_size,
-                                                   graph.max_parallelism))
+                                                   graph.max_parallelism,
+                                                   graph.chains[edge.target_chain].operators[0]))
             tail = runner.chain.operators[-1].operator
             runner.writer = RecordWriter(edge_writers, getattr(tail, "emits_side_outputs", False))
 
@@ -316,17 +317,19 @@ class SlotRunner:
     def _failure_report(self, failure: BaseException, phase: FailurePhase = FailurePhase.RUNTIME,
                         context: str = "") -> SlotFailed:
         """The message that tells the driver about ``failure`` (an :class:`OperatorError` names its operator)."""
-        name = uid = None
+        name = uid = record = None
         exc = failure
         if isinstance(failure, OperatorError):
             exc, name, uid, phase = failure.cause, failure.operator_name, failure.operator_uid, failure.phase
+            record = failure.record
         try:
             blob = cloudpickle.dumps(exc)
             pickle.loads(blob)
         except Exception:  # exceptions that do not survive pickling travel as text only
             blob = None
         return SlotFailed(self.attempt, self.slot, name, uid, SubtaskIndex(self.slot), type(exc).__name__,
-                          f"{context}{exc}", "".join(traceback.format_exception(exc)), blob, is_retryable(exc), phase)
+                          f"{context}{exc}", "".join(traceback.format_exception(exc)), blob, is_retryable(exc), phase,
+                          record)
 
     def _report_failure(self, failure: BaseException) -> None:
         message = self._failure_report(failure)
@@ -335,8 +338,10 @@ class SlotRunner:
         except (OSError, AttributeError):
             log.error("Could not report failure to the driver:\n%s", message.traceback)
 
-    def run(self) -> dict[str, Any]:
-        """Run the slot to the end; returns each hosted sink's result by operator uid."""
+    def run(self) -> dict[str, Any] | None:
+        """Run the slot to the end; returns each hosted sink's result by operator uid, or None when the driver
+        cancelled the attempt (a cancel is no error: Spark's task ends quietly, and the driver, which asked for it,
+        reads no result)."""
         try:
             self._build_runners()  # restores state: before the data server takes connections for the gates
         except BaseException as exc:  # nobody is connected yet: report on a connection of its own
@@ -372,9 +377,10 @@ class SlotRunner:
         if self._failure is not None or self.stopped.is_set():
             self.cancel()
             self._teardown(threads, listener, stop_snapshots=True)
-            if self._failure is not None:  # Spark's view of it; the driver reports the SlotFailed message
-                raise RuntimeError(f"Chandy slot {self.slot} failed: {self._failure}") from self._failure
-            raise RuntimeError(f"Chandy slot {self.slot} was cancelled")
+            if self._failure is not None:  # Spark's view of it, short: the driver has the user's traceback
+                raise RuntimeError(f"Chandy slot {self.slot} failed: {self._failure} (the driver reports the "
+                                   "traceback)") from None
+            return None
         results = {node.uid: node.operator.result() for r in self.runners for node in r.chain.operators
                    if node.is_sink}
         if self.snapshotter is not None:

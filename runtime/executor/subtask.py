@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 import uuid
 from collections import deque
 from enum import Enum
@@ -25,6 +26,7 @@ from operators.timers import processing_time_ms
 from runtime.errors import FunctionContractError, KeySelectorError, RecordEncodingError, UnsupportedKeyError
 from runtime.executor.aligner import Alignment, BarrierAligner
 from runtime.executor.channel_state import ChannelState
+from runtime.executor.failing_record import failing_record_repr
 from runtime.executor.snapshotter import OperatorSnapshot, SubtaskSnapshot
 from runtime.executor.watermarks import InputWatermarks
 from runtime.gc_pause import gc_paused
@@ -45,6 +47,7 @@ from runtime.protocol.events import (
 )
 from runtime.protocol.messages import FailurePhase, SubtaskFinished
 from runtime.protocol.records import TimestampedBatch, count_records
+from runtime.side_outputs import FailedRecord, SideOutputRecord
 
 if TYPE_CHECKING:
     from runtime.executor.slot import SlotRunner
@@ -66,6 +69,7 @@ class OperatorError(Exception):
         self.operator_uid = node.uid
         self.cause = cause
         self.phase = phase
+        self.record = failing_record_repr(cause) if phase is FailurePhase.RUN else None  # the input that raised
 
 
 def _slice(batch: list, start: int, end: int) -> list:
@@ -92,6 +96,8 @@ class SubtaskRunner:
         self.row_makers = [RecordCodec(node.output_type, node.name).as_rows
                            if node.output_type is not None and node.output_type.is_row and node.schema is None
                            else None for node in chain.operators]
+        # Operators whose records that raise go to a side output (side_output_failed_records): their tag, else None.
+        self.failed_tags = [getattr(op, "failed_records_tag", None) for op in self.operators]
         self.writer: RecordWriter | None = None
         self.buffer_timeout = slot.graph.buffer_timeout_ms / 1000.0
         # A columnar source's poll size counts rows of one Arrow batch, not Python records.
@@ -171,14 +177,17 @@ class SubtaskRunner:
 
     def _push(self, records: list, start: int) -> None:
         """``records``, the output of operator ``start - 1`` (the input when 0), through the rest of the chain."""
-        operators, counts, row_makers = self.operators, self._counts, self.row_makers
+        operators, counts, row_makers, failed_tags = self.operators, self._counts, self.row_makers, self.failed_tags
         if start and row_makers[start - 1] is not None:
             records = self._as_rows(start - 1, records)
         for i in range(start, len(operators)):
             if counts is not None:
                 counts[i] += count_records(records)
             try:
-                records = operators[i].process_batch(records)
+                if failed_tags[i] is None:
+                    records = operators[i].process_batch(records)
+                else:
+                    records = self._one_by_one(i, records)
             except Cancelled:
                 raise
             except Exception as exc:
@@ -190,6 +199,30 @@ class SubtaskRunner:
         if counts is not None:
             counts[-1] += count_records(records)
         self.writer.emit(records)
+
+    def _one_by_one(self, index: int, records: list) -> list:
+        """Operator ``index``'s output for ``records``, processed one at a time: a record whose processing raises
+        becomes a FailedRecord on the operator's side output for failed records, and the others go on."""
+        operator, tag = self.operators[index], self.failed_tags[index]
+        stamps = records.timestamps if isinstance(records, TimestampedBatch) else None
+        out: list = []
+        out_stamps: list = []
+        for position, record in enumerate(records):
+            stamp = stamps[position] if stamps is not None else None
+            try:
+                produced = operator.process_batch([record] if stamps is None else TimestampedBatch.of([record], [stamp]))
+            except Cancelled:
+                raise
+            except Exception as exc:
+                produced = [SideOutputRecord(tag, FailedRecord(
+                    record, self.chain.operators[index].name, type(exc).__name__, str(exc),
+                    "".join(traceback.format_exception(exc))))]
+                out_stamps.append(stamp)
+            else:
+                out_stamps.extend(produced.timestamps if isinstance(produced, TimestampedBatch)
+                                  else [None] * len(produced))
+            out.extend(produced)
+        return TimestampedBatch.of(out, out_stamps) if any(s is not None for s in out_stamps) else out
 
     def _as_rows(self, index: int, records: list) -> list:
         try:
@@ -204,8 +237,9 @@ class SubtaskRunner:
                 opened += 1
                 self._call(index, "open")
             self._run_to_the_end()
-        except RECORD_ERRORS as exc:  # raised by the writer: the chain's last operator emitted the record
-            raise OperatorError(self.chain.operators[-1], exc) from exc
+        except RECORD_ERRORS as exc:  # raised by the writer: the chain's last operator emitted the record, unless
+            # the error names the operator to blame (a key selector's error: the key_by's consumer)
+            raise OperatorError(getattr(exc, "operator_node", None) or self.chain.operators[-1], exc) from exc
         finally:
             for node in self.chain.operators[:opened]:
                 try:

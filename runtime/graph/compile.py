@@ -184,6 +184,9 @@ def compile_job_graph(transformations: list[Transformation], job_name: str, defa
                                 "uids identify state in checkpoints and must be unique.")
         seen_uids[uid] = t.name
         operator = t.make_operator(t.name)
+        if t.failed_records_tag is not None:  # its output holds FailedRecords for the side output: it ends its chain
+            operator.failed_records_tag = t.failed_records_tag
+            operator.emits_side_outputs = True
         inputs = [(nodes[u.id], partitioner, side_tag, number) for u, partitioner, side_tag, number in upstream]
         if batch and (getattr(operator, "keyed", False) or _broadcast(operator)):
             combiner = _combiner(operator, inputs, uid)

@@ -46,6 +46,7 @@ class Transformation:
     max_parallelism: int | None = None  # set_max_parallelism on the operator: must agree with the job's
     bounded: bool = True  # a source whose input ends (BATCH mode needs every source bounded)
     slot_sharing_group: str | None = None  # recorded; every subtask i runs in slot i whatever its group
+    failed_records_tag: str | None = None  # records whose function raises go to this side output (opt-in)
     id: int = field(default_factory=lambda: next(_ids))
 
     @property

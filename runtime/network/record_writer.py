@@ -89,8 +89,9 @@ class EdgeWriter(_ChannelSet):
     """Output of one chain subtask to one edge: a channel per consumer subtask it sends to."""
 
     def __init__(self, edge: ChainEdge, producer: int, channels: dict[int, object], batch_size: int,
-                 max_parallelism: int):
+                 max_parallelism: int, consumer=None):
         self.edge = edge
+        self.consumer = consumer  # the OperatorNode the edge feeds: a key selector's error is blamed on it
         self.targets = list(edge.targets_of(producer))
         self.channels = [channels[t] for t in self.targets]
         self.buffers: list[list] = [[] for _ in self.targets]
@@ -108,6 +109,13 @@ class EdgeWriter(_ChannelSet):
         self._rescaled = range(low, max(low + 1, (producer + 1) * consumers // producers))  # pointwise pattern)
         self.side_tag = edge.side_tag
         self.separate_side_outputs = False  # set when the producer may emit SideOutputRecords
+
+    def _blamed(self, error: Exception) -> Exception:
+        """``error``, to be reported as the failure of the operator the key_by feeds (the user wrote the key
+        selector there), not of the operator that emitted the record."""
+        if self.consumer is not None:
+            error.operator_node = self.consumer
+        return error
 
     def _target_of(self, key) -> int:
         key = canonical_key(key)  # a cache miss: NaNs are cached as the one NaN key, not one entry each
@@ -140,7 +148,7 @@ class EdgeWriter(_ChannelSet):
                         target = target_of(key)
                     appenders[target](r)
             except Exception as exc:  # off the hot path: say which record and why
-                raise _key_error(key_of, records, exc) from exc
+                raise self._blamed(_key_error(key_of, records, exc)) from exc
         elif kind == "forward" or len(buffers) == 1:
             buffers[0].extend(records)
         elif kind == "shuffle":
@@ -246,7 +254,7 @@ class EdgeWriter(_ChannelSet):
                     appenders[target](r)
                     stampers[target](t)
             except Exception as exc:  # off the hot path: say which record and why
-                raise _key_error(key_of, records, exc) from exc
+                raise self._blamed(_key_error(key_of, records, exc)) from exc
         else:
             for r, t, target in zip(records, timestamps, self._targets(records)):
                 buffer = buffers[target]

@@ -92,6 +92,7 @@ class SlotFailed(Message):
     exception: bytes | None = None  # the pickled exception, when it pickles
     retryable: bool = True
     phase: FailurePhase = FailurePhase.RUN
+    record: str | None = None  # the repr of the record whose processing raised, when known
 
 
 @dataclass(frozen=True)

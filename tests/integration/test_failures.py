@@ -324,9 +324,10 @@ def test_an_unhashable_key_fails_at_once_naming_the_fix(env):
     env.set_parallelism(2)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
     env.from_sequence(0, 100).map(lambda x: [x % 3, "a"]).name("lists").key_by(lambda r: r) \
-        .map(lambda r: r).sink_to(CollectSink())
+        .map(lambda r: r).name("keyed").sink_to(CollectSink())
     client = env.execute_async("unhashable-key")
-    with pytest.raises(JobFailedError, match=r"operator 'lists'.*UnsupportedKeyError.*list.*tuple\(") as failed:
+    # Blamed on the operator the key_by feeds, where the user wrote the key selector, not on 'lists'.
+    with pytest.raises(JobFailedError, match=r"operator 'keyed'.*UnsupportedKeyError.*list.*tuple\(") as failed:
         client.get_job_execution_result(timeout=120)
     assert client._run.restarts == 0, str(failed.value)
 
@@ -429,3 +430,83 @@ def test_a_storage_outage_during_restarts_costs_restarts_not_the_job_and_never_i
         f"never from scratch once checkpoints exist: {result.restored_from}"
     assert result.restored_from[1] >= before_outage
     assert final_counts(result.collected(sink)) == dict(collections.Counter(x % 13 for x in range(n)))
+
+
+def explode_on_50_000(x):
+    if x == 50_000:
+        raise ValueError(f"bad record {x}")
+    return x
+
+
+def test_a_record_that_fails_the_same_way_again_after_a_restart_fails_the_job(env, tmp_path):
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path))
+    env.from_sequence(0, 100_000).map(explode_on_50_000).name("validate").key_by(lambda x: x % 7) \
+        .reduce(lambda a, b: a + b).sink_to(CollectSink())
+    client = env.execute_async("same-record-twice")
+    with pytest.raises(JobFailedError) as caught:
+        client.get_job_execution_result(timeout=180)
+    message = str(caught.value)
+    assert "operator 'validate'" in message and "ValueError: bad record 50000" in message, message
+    assert "raised the same ValueError on the same record (50000) on two attempts in a row" in message, message
+    assert "choose a restart strategy" in message, message
+    assert client._run.restarts == 1, "one restart, in case it was transient; not until the strategy gives up"
+
+
+def test_a_restart_strategy_the_user_chose_retries_a_repeating_failure_as_it_says(env, tmp_path):
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 0))
+    env.from_sequence(0, 100_000).map(explode_on_50_000).name("validate").sink_to(CollectSink())
+    client = env.execute_async("same-record-chosen-strategy")
+    with pytest.raises(JobFailedError, match="ValueError: bad record 50000") as caught:
+        client.get_job_execution_result(timeout=180)
+    assert "on two attempts in a row" not in str(caught.value)
+    assert client._run.restarts == 2
+
+
+def parse_amount(text):
+    return int(text)
+
+
+def test_records_whose_function_raises_go_to_a_side_output_when_asked_and_the_job_goes_on(env):
+    from runtime import OutputTag
+    from runtime.side_outputs import FailedRecord
+
+    env.set_parallelism(2)
+    failed = OutputTag("unparsable")
+    lines = [str(i) for i in range(1000)] + ["x", "12a", ""]
+    amounts = env.from_collection(lines).rebalance().map(parse_amount).name("parse") \
+        .side_output_failed_records(failed)
+    main, side = CollectSink("amounts"), CollectSink("failed")
+    amounts.sink_to(main)
+    amounts.get_side_output(failed).sink_to(side)
+    result = env.execute("failed-records")
+    assert sorted(result.collected(main)) == list(range(1000))
+    failures = result.collected(side)
+    assert sorted(f.record for f in failures) == ["", "12a", "x"]
+    assert all(isinstance(f, FailedRecord) and f.operator == "parse" and f.error_type == "ValueError"
+               and "invalid literal for int()" in f.message and "parse_amount" in f.traceback for f in failures)
+    assert result.restarts == 0
+
+
+USER_SCRIPT = '''
+def explode_on_777(x):
+    if x == 777:
+        raise ValueError("bad record 777")
+    return x
+'''
+
+
+def test_the_users_traceback_names_the_users_file_and_line(env, tmp_path):
+    script = tmp_path / "user_job.py"
+    script.write_text(USER_SCRIPT)
+    namespace = {"__name__": "user_job_not_importable"}  # as a script's __main__: its functions travel by value
+    exec(compile(USER_SCRIPT, str(script), "exec"), namespace)
+    env.set_parallelism(1)
+    env.from_sequence(0, 1000).map(namespace["explode_on_777"]).sink_to(CollectSink())
+    with pytest.raises(JobFailedError) as caught:
+        env.execute("users-file")
+    user_traceback = caught.value.user_traceback
+    assert f'File "{script}", line 4, in explode_on_777' in user_traceback, user_traceback
+    assert 'raise ValueError("bad record 777")' in user_traceback and "<dynamic-code>" not in user_traceback

@@ -86,6 +86,7 @@ def test_ctrl_c_cancels_prints_how_to_resume_and_the_command_resumes_exactly(tmp
     text = output(stderr)
     assert process.returncode == 130, text[-5000:]
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-5000:]
+    assert "Exception in task" not in text and "was cancelled" not in text, "a cancel is no error:\n" + text[-5000:]
     assert "EXACT" not in stdout and "WRONG" not in stdout, "the job was cancelled before its end"
     started = re.search(r"chandy INFO Job 'ctrl-c' \(\w+\) starting: parallelism 1, 1 slots, checkpoints every "
                         r"200 ms to \S+", text)
