@@ -559,17 +559,22 @@ class StreamExecutionEnvironment:
                                          f"{os.getcwd()}).")
         if not config.is_checkpointing_enabled() and not batch:
             _warn_about_sinks_that_commit_on_checkpoints(graph)
+        if restore_from is None and not batch:
+            restore_from = self._savepoint_path
+        # A checkpoint the program names is read (and a wrong one refused) before Spark starts.
+        restore = resolve_restore(storage, restore_from) if restore_from not in (None, "") else None
         # Under spark-submit, the session carries spark.chandy.restoreFrom.
         spark = self._spark or obtain_spark_session(graph.slots)
         if restore_from is None and not batch:
-            restore_from = self._savepoint_path or spark.conf.get(RESTORE_CONF, None)
+            restore_from = spark.conf.get(RESTORE_CONF, None)
         if allow_non_restored_state is None:
             allow_non_restored_state = self._allow_non_restored_state
         if allow_non_restored_state is None:
             allow_non_restored_state = str(spark.conf.get(ALLOW_NON_RESTORED_CONF, "false")).lower() == "true"
         if restore_from is None and not batch and os.environ.get(RESTORE_JOB_ENV, job_name) == job_name:
             restore_from = os.environ.get(RESTORE_ENV)
-        restore = resolve_restore(storage, restore_from) if restore_from not in (None, "") else None
+        if restore is None and restore_from not in (None, ""):
+            restore = resolve_restore(storage, restore_from)
         if restore is not None and allow_non_restored_state:
             restore = dataclasses.replace(restore, allow_non_restored_state=True)
         max_parallelism = self._max_parallelism

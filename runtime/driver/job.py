@@ -148,11 +148,14 @@ class JobMaster:
         graph = self.graph
         parallelism = max(chain.parallelism for chain in graph.chains)
         if self.coordinator is not None:
-            config = self.coordinator.config
+            config, settings = self.coordinator.config, graph.checkpointing
+            mode = "at-least-once" if not settings.exactly_once else (
+                "exactly-once, unaligned" if settings.unaligned else "exactly-once, aligned")
             checkpoints = (f"checkpoints every {config.interval_ms:.0f} ms to {self.coordinator.storage.url} "
-                           f"(job directory {self.coordinator.storage.job_dir})")
+                           f"(job directory {self.coordinator.storage.job_dir}; {mode})")
         else:
             checkpoints = "no checkpoints"
+        checkpoints += f", state in {graph.state_backend!r}"  # what was configured: a typo shows here
         server = dashboard_for(_driver_host(self.spark), self.dashboard) if self.dashboard is not None else None
         if server is not None:
             server.register(self)

@@ -39,7 +39,7 @@ from runtime.errors import CheckpointNotFoundError, StorageUnreachableError
 from runtime.filesystems import filesystem_for
 from runtime.ids import CheckpointId
 from runtime.protocol.checkpoints import CompletedCheckpoint
-from state_backends.storage import CheckpointStorage, job_directory_name
+from state_backends.storage import CheckpointStorage, SavepointStorage, job_directory_name
 
 __all__ = ["list_checkpoints", "describe_checkpoint"]
 
@@ -136,9 +136,30 @@ def list_checkpoints(directory: str) -> str:
     return "\n".join(rows)
 
 
-def describe_checkpoint(directory: str, checkpoint_id: int | str) -> str:
+def _one_checkpoint(directory: str) -> tuple[CheckpointStorage, CompletedCheckpoint]:
+    """The checkpoint that ``directory`` is: a savepoint's directory, or a job's ``chk-<n>``."""
+    url = _url(directory).rstrip("/")
+    parent, _, name = url.rpartition("/")
+    match = _CHK.match(name)
+    if match:
+        storage = CheckpointStorage.for_job_directory(parent)
+        return storage, storage.read_checkpoint(CheckpointId(int(name.split("-", 1)[1])))
+    savepoint = SavepointStorage(url)
+    try:
+        return savepoint, savepoint.read()
+    except CheckpointNotFoundError:
+        raise CheckpointNotFoundError(
+            f"{directory} is neither a savepoint (a directory with a _metadata file) nor a chk-<n> directory: give "
+            f"the checkpoint to show too (chandy checkpoint {directory} latest), or pass a savepoint.") from None
+
+
+def describe_checkpoint(directory: str, checkpoint_id: int | str | None = None) -> str:
     """Operators, subtasks, key-group ranges, files and source positions of one checkpoint (an id, or
-    ``"latest"``: the newest restorable one)."""
+    ``"latest"``: the newest restorable one), or, without ``checkpoint_id``, of the savepoint or ``chk-<n>``
+    directory ``directory``."""
+    if checkpoint_id is None:
+        storage, checkpoint = _one_checkpoint(directory)
+        return _description(storage, checkpoint)
     storage = _open(directory)
     if isinstance(storage, list):
         table = "\n".join(_jobs_table(storage))
@@ -149,14 +170,19 @@ def describe_checkpoint(directory: str, checkpoint_id: int | str) -> str:
         checkpoint = storage.read_checkpoint(CheckpointId(int(checkpoint_id)))
     else:
         checkpoint = resolve_restore(storage, checkpoint_id).checkpoint
+    return _description(storage, checkpoint)
+
+
+def _description(storage: CheckpointStorage, checkpoint: CompletedCheckpoint) -> str:
     stats = checkpoint.stats
     timings = (f"duration {stats.duration_ms:.0f} ms (sync {stats.sync_ms:.1f}, async {stats.async_ms:.1f}, "
                f"alignment {stats.alignment_ms:.1f})") if stats is not None else "no timings recorded"
     if stats is not None and stats.unaligned:
         timings += f"; unaligned, {stats.persisted_bytes:,} bytes of records in flight stored"
+    what = f"savepoint {storage.url} (of checkpoint" if checkpoint.savepoint else "checkpoint"
     lines = [
-        f"checkpoint {checkpoint.checkpoint_id} of job '{checkpoint.job_name}' (attempt {checkpoint.attempt}), "
-        f"completed {_when(checkpoint)}",
+        f"{what} {checkpoint.checkpoint_id}{')' if checkpoint.savepoint else ''} of job '{checkpoint.job_name}' "
+        f"(attempt {checkpoint.attempt}), completed {_when(checkpoint)}",
         f"parallelism {checkpoint.parallelism}, max parallelism {checkpoint.max_parallelism}; "
         f"{checkpoint.bytes:,} bytes; {timings}",
     ]

@@ -6,6 +6,7 @@
     chandy checkpoints DIR                               completed checkpoints of the job directory DIR
     chandy checkpoints STORAGE                           the jobs in a checkpoint storage, and their checkpoints
     chandy checkpoint DIR ID|latest                      one checkpoint: operators, files, key groups, offsets
+    chandy checkpoint SAVEPOINT                          the same for a savepoint (or a chk-<n> directory)
     chandy savepoint DIR [--path P]                      take a savepoint of the job running with DIR
     chandy stop DIR [--path P] [--drain]                 stop that job with a savepoint
     chandy jobs [URL]                                    the jobs of the driver whose dashboard is at URL
@@ -51,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     listing.add_argument("directory")
     showing = commands.add_parser("checkpoint", help="show one checkpoint")
     showing.add_argument("directory")
-    showing.add_argument("checkpoint_id", help="a checkpoint id, or 'latest' for the newest restorable one")
+    showing.add_argument("checkpoint_id", nargs="?", help="a checkpoint id, or 'latest' for the newest restorable "
+                         "one; without it, DIR is a savepoint's directory or a chk-<n> directory")
     saving = commands.add_parser("savepoint", help="take a savepoint of the job running with this job directory")
     saving.add_argument("directory")
     saving.add_argument("--path", help="directory to put the savepoint under (default: the job's default)")

@@ -105,3 +105,12 @@ def test_overlapping_checkpoints_of_an_at_least_once_job_are_fine_its_checkpoint
         .set_checkpointing_mode(CheckpointingMode.AT_LEAST_ONCE)
     with pytest.raises(SparkStarted):
         env.execute("job")
+
+
+def test_a_checkpoint_to_restore_that_does_not_exist_fails_before_spark(env, tmp_path):
+    from runtime.errors import CheckpointNotFoundError
+
+    with pytest.raises(CheckpointNotFoundError, match="999"):
+        job(env, storage=str(tmp_path)).execute("job", restore_from=999)
+    with pytest.raises(CheckpointNotFoundError, match="latest"):
+        job(env, storage=str(tmp_path)).execute("job", restore_from="latest")

@@ -81,3 +81,24 @@ def test_a_job_directory_without_checkpoints_and_an_empty_storage_say_so(tmp_pat
     assert capsys.readouterr().out.startswith("No completed checkpoint in ")
     assert chandy(["checkpoints", str(tmp_path)]) == 0  # a folder, but no job in it has checkpoints
     assert capsys.readouterr().out.startswith("No completed checkpoint in ")
+
+
+def test_a_savepoint_or_a_chk_directory_is_described_by_its_path_alone(tmp_path, capsys):
+    from state_backends.storage import SavepointStorage
+
+    savepoint = SavepointStorage(f"file://{tmp_path}/savepoints/savepoint-4-1a2b3c")
+    handle = savepoint.write_state_file(4, "count", 0, [(7, b"state of key group 7")])
+    savepoint.write_metadata(CompletedCheckpoint(4, "my job", 1_700_000_000_004, 0, 1, 128,
+                                                 (OperatorState("count", "Count", 1, (handle,)),), savepoint=True))
+    assert chandy(["checkpoint", str(tmp_path / "savepoints" / "savepoint-4-1a2b3c")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"savepoint file://{tmp_path}/savepoints/savepoint-4-1a2b3c (of checkpoint 4) of job "
+                          "'my job'"), out
+    assert "operator 'Count' uid=count" in out and "key groups 7..7" in out and "restorable: yes" in out
+
+    job = CheckpointStorage(f"file://{tmp_path}/ck", "my job")
+    commit(job, 2)
+    assert chandy(["checkpoint", str(tmp_path / "ck" / "my-job" / "chk-2")]) == 0
+    assert capsys.readouterr().out.startswith("checkpoint 2 of job 'my job'")
+    assert chandy(["checkpoint", str(tmp_path / "ck" / "my-job")]) == 2
+    assert "neither a savepoint" in capsys.readouterr().err
