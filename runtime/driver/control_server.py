@@ -61,9 +61,12 @@ class SlotDisconnected:
 
 class ControlServer:
     def __init__(self, host: str, attempt: Attempt, slots: int, events: queue.Queue, security: ConnectionSecurity,
-                 checkpoint_inbox: queue.Queue | None = None, on_metrics=None):
+                 checkpoint_inbox: queue.Queue | None = None, on_metrics=None, on_all_registered=None):
         self.attempt = attempt
         self.on_metrics = on_metrics  # takes each MetricsReport, on the slot's serving thread; must be quick
+        # Called once every slot registered (state restored, data server up), before they learn each other's
+        # addresses: so before any record flows.
+        self.on_all_registered = on_all_registered
         self.slots = slots
         self.events = events
         self.checkpoint_inbox = checkpoint_inbox
@@ -146,6 +149,8 @@ class ControlServer:
             return
         log.debug("slot %d registered at %s:%d (pid %d)", message.slot, message.host, message.port, message.pid)
         if complete:
+            if self.on_all_registered is not None:
+                self.on_all_registered()
             addresses = tuple((self.registrations[s].host, self.registrations[s].port) for s in range(self.slots))
             self.broadcast(Addresses(self.attempt, addresses))
             self._rendezvous_done = True  # only now: a trigger sent earlier would reach a slot still registering

@@ -448,7 +448,7 @@ class JobMaster:
         self.metrics.start_attempt(self.attempt)
         security = ConnectionSecurity.new(self.tls)  # a new secret per attempt: an old attempt's is worth nothing
         self.control = ControlServer(_driver_host(self.spark), self.attempt, graph.slots, self.events, security, inbox,
-                                     self.metrics.on_report)
+                                     self.metrics.on_report, self._slots_running)
         if self.coordinator is not None:
             self.coordinator.start_attempt(self.attempt, self.control)
             self.coordinator_loop.wake()
@@ -461,7 +461,8 @@ class JobMaster:
             description += f": {self.dashboard_url}"
         self.stage = BarrierStage(self.spark, f"chandy-{self.job_id}-{self.attempt}", description, graph.slots, task,
                                   self.attempt, self.events)
-        self.lifecycle.transition(JobStatus.RUNNING, f"attempt {self.attempt}")
+        self.lifecycle.transition(JobStatus.INITIALIZING, f"attempt {self.attempt}: {graph.slots} slots start and "
+                                                          "restore their state")
         self.stage.start()
         timeout_s = graph.heartbeat_timeout_ms / 1000.0
         while True:
@@ -489,6 +490,11 @@ class JobMaster:
         self._stop_everything("the job attempt failed")
         return diagnosis
 
+    def _slots_running(self) -> None:
+        """The control server's thread: every slot of the attempt registered, records flow from now on."""
+        self.lifecycle.transition_from(JobStatus.INITIALIZING, JobStatus.RUNNING,
+                                       f"attempt {self.attempt}: every slot runs, records flow")
+
     def _checkpoint_failed(self, event: CheckpointFailure) -> Diagnosis:
         log.error("%s", event.error)
         self._remember_exception(event.error)
@@ -507,7 +513,7 @@ class JobMaster:
                                 "operatorUid": error.operator_uid, "subtask": error.subtask, "restarted": False})
 
     def _cancel(self) -> JobCancelledError:
-        was_running = self.lifecycle.status is JobStatus.RUNNING
+        was_running = self.lifecycle.status in (JobStatus.INITIALIZING, JobStatus.RUNNING)
         self.lifecycle.transition(JobStatus.CANCELLING, "cancelled by the user")
         if was_running:  # else (restarting) nothing runs
             self._stop_everything("cancelled by the user")

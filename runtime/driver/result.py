@@ -19,6 +19,7 @@ class JobStatus(Enum):
     """
 
     CREATED = "CREATED"
+    INITIALIZING = "INITIALIZING"  # an attempt's slots start and restore their state: no record flows yet
     RUNNING = "RUNNING"
     RESTARTING = "RESTARTING"
     FINISHED = "FINISHED"

@@ -300,7 +300,8 @@ def test_a_cancel_during_the_restart_delay_goes_through_cancelling(env):
     client.cancel()
     assert client.get_job_status() is JobStatus.CANCELED
     assert [status for status, _ in client._run.lifecycle.history] == [
-        JobStatus.CREATED, JobStatus.RUNNING, JobStatus.RESTARTING, JobStatus.CANCELLING, JobStatus.CANCELED]
+        JobStatus.CREATED, JobStatus.INITIALIZING, JobStatus.RUNNING, JobStatus.RESTARTING, JobStatus.CANCELLING,
+        JobStatus.CANCELED]
     with pytest.raises(JobCancelledError):
         client.get_job_execution_result()
 

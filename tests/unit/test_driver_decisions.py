@@ -545,9 +545,10 @@ def test_resolve_rejects_garbage_strings_naming_what_is_accepted(restorable, res
 
 
 ALLOWED = {
-    JobStatus.CREATED: {JobStatus.RUNNING, JobStatus.FAILED, JobStatus.CANCELLING},
+    JobStatus.CREATED: {JobStatus.INITIALIZING, JobStatus.FAILED, JobStatus.CANCELLING},
+    JobStatus.INITIALIZING: {JobStatus.RUNNING, JobStatus.RESTARTING, JobStatus.FAILED, JobStatus.CANCELLING},
     JobStatus.RUNNING: {JobStatus.RESTARTING, JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELLING},
-    JobStatus.RESTARTING: {JobStatus.RUNNING, JobStatus.FAILED, JobStatus.CANCELLING},
+    JobStatus.RESTARTING: {JobStatus.INITIALIZING, JobStatus.FAILED, JobStatus.CANCELLING},
     JobStatus.CANCELLING: {JobStatus.CANCELED},
     JobStatus.FINISHED: set(),
     JobStatus.FAILED: set(),
@@ -555,10 +556,11 @@ ALLOWED = {
 }
 PATH_TO = {
     JobStatus.CREATED: [],
-    JobStatus.RUNNING: [JobStatus.RUNNING],
-    JobStatus.RESTARTING: [JobStatus.RUNNING, JobStatus.RESTARTING],
+    JobStatus.INITIALIZING: [JobStatus.INITIALIZING],
+    JobStatus.RUNNING: [JobStatus.INITIALIZING, JobStatus.RUNNING],
+    JobStatus.RESTARTING: [JobStatus.INITIALIZING, JobStatus.RESTARTING],
     JobStatus.CANCELLING: [JobStatus.CANCELLING],
-    JobStatus.FINISHED: [JobStatus.RUNNING, JobStatus.FINISHED],
+    JobStatus.FINISHED: [JobStatus.INITIALIZING, JobStatus.RUNNING, JobStatus.FINISHED],
     JobStatus.FAILED: [JobStatus.FAILED],
     JobStatus.CANCELED: [JobStatus.CANCELLING, JobStatus.CANCELED],
 }
@@ -598,24 +600,29 @@ def test_terminal_states_have_no_way_out():
 
 
 def test_history_records_when_each_state_began_and_the_log_how_long_each_lasted(caplog):
-    times = iter([10.0, 11.5, 14.0, 14.25, 20.0])
+    times = iter([10.0, 11.0, 11.5, 14.0, 14.25, 14.5, 20.0])
     lifecycle = JobLifecycle("demo", clock=lambda: next(times))
     caplog.set_level(logging.INFO, logger="runtime.driver.lifecycle")
-    lifecycle.transition(JobStatus.RUNNING, "attempt 0")
+    lifecycle.transition(JobStatus.INITIALIZING, "attempt 0")
+    lifecycle.transition(JobStatus.RUNNING)
     with pytest.raises(ProtocolError):
         lifecycle.transition(JobStatus.CANCELED)  # refused: reads no time, records nothing
     lifecycle.transition(JobStatus.RESTARTING)
-    lifecycle.transition(JobStatus.RUNNING, "attempt 1")
+    lifecycle.transition(JobStatus.INITIALIZING, "attempt 1")
+    lifecycle.transition(JobStatus.RUNNING)
     lifecycle.transition(JobStatus.FINISHED)
-    assert lifecycle.history == [(JobStatus.CREATED, 10.0), (JobStatus.RUNNING, 11.5), (JobStatus.RESTARTING, 14.0),
-                                 (JobStatus.RUNNING, 14.25), (JobStatus.FINISHED, 20.0)]
+    assert lifecycle.history == [(JobStatus.CREATED, 10.0), (JobStatus.INITIALIZING, 11.0), (JobStatus.RUNNING, 11.5),
+                                 (JobStatus.RESTARTING, 14.0), (JobStatus.INITIALIZING, 14.25),
+                                 (JobStatus.RUNNING, 14.5), (JobStatus.FINISHED, 20.0)]
     durations = [b - a for (_, a), (_, b) in zip(lifecycle.history, lifecycle.history[1:])]
-    assert durations == [1.5, 2.5, 0.25, 5.75]
+    assert durations == [1.0, 0.5, 2.5, 0.25, 0.25, 5.5]
     messages = [r.getMessage() for r in caplog.records if r.name == "runtime.driver.lifecycle"]
-    assert messages == ["Job 'demo': CREATED -> RUNNING after 1.500 s (attempt 0)",
+    assert messages == ["Job 'demo': CREATED -> INITIALIZING after 1.000 s (attempt 0)",
+                        "Job 'demo': INITIALIZING -> RUNNING after 0.500 s",
                         "Job 'demo': RUNNING -> RESTARTING after 2.500 s",
-                        "Job 'demo': RESTARTING -> RUNNING after 0.250 s (attempt 1)",
-                        "Job 'demo': RUNNING -> FINISHED after 5.750 s"]
+                        "Job 'demo': RESTARTING -> INITIALIZING after 0.250 s (attempt 1)",
+                        "Job 'demo': INITIALIZING -> RUNNING after 0.250 s",
+                        "Job 'demo': RUNNING -> FINISHED after 5.500 s"]
 
 
 # =========================================================================================================

@@ -205,7 +205,8 @@ class DashboardServer:
     def _overview(self) -> dict:
         states = [m.status.name for m in self._masters()]
         return {"chandy-version": _version(), "jobs-running": sum(s in ("RUNNING", "RESTARTING", "CREATED",
-                                                                        "CANCELLING") for s in states),
+                                                                        "INITIALIZING", "CANCELLING")
+                                                                       for s in states),
                 "jobs-finished": states.count("FINISHED"), "jobs-cancelled": states.count("CANCELED"),
                 "jobs-failed": states.count("FAILED")}
 
