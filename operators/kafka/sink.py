@@ -323,8 +323,9 @@ class _Committer:
                     pass
             if getattr(error, "code", lambda: None)() in _fenced_codes():
                 raise OutputCommitError(
-                    f"KafkaSink: the transactional id {transactional_id!r} was taken over by another producer: is "
-                    "another job writing with the same transactional id prefix? Give each job its own "
+                    f"KafkaSink: the transactional id {transactional_id!r} was taken over by another producer: "
+                    "another job writes with the same transactional id prefix and run (one restored from the same "
+                    "checkpoint or savepoint while this one runs?). Stop one of them, or give each job its own "
                     "set_transactional_id_prefix(...).") from None
             raise ServerUnreachableError(f"KafkaSink: committing transaction {transaction.sequence} of "
                                          f"{transactional_id} failed: {error_text(exc)} (the restart commits it "

@@ -282,3 +282,29 @@ def test_a_bounded_read_ends_past_the_commit_markers_of_a_transactional_producer
     reader.open(None)
     assert sorted(int(value) for value, _, _ in read_all(reader)) == list(range(12))
     assert reader.poll(100) is None, "every partition reached its stopping offset, markers included"
+
+
+def test_a_sink_whose_transactional_id_another_producer_took_fails_naming_the_id(kafka):
+    import copy
+
+    from operators.two_phase_commit import TransactionContext
+    from runtime.errors import OutputCommitError
+
+    topic = kafka.topic("fenced", 1)
+    sink = KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap).set_transactional_id_prefix("fenced") \
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).set_record_serializer(
+            KafkaRecordSerializationSchema.builder().set_topic(topic)
+            .set_value_serialization_schema(SimpleStringSchema()).build()).build()
+    sink.validate()
+    twin = copy.deepcopy(sink)  # the same job restored elsewhere from the same savepoint: same run, same ids
+    first = sink.begin_transaction(TransactionContext(sink.run_id, 0, 1, 0))
+    sink.write(first, ["a"])
+    sink.commit(first)
+    other = twin.begin_transaction(TransactionContext(sink.run_id, 0, 1, 1))  # opens the id: fences the first
+    twin.write(other, ["b"])
+    twin.commit(other)
+    late = sink.begin_transaction(TransactionContext(sink.run_id, 0, 1, 2))
+    sink.write(late, ["c"])
+    with pytest.raises(OutputCommitError, match=f"transactional id 'fenced-{sink.run_id}-0' was taken over"):
+        sink.commit(late)
+    assert sorted(value for _, _, _, value, _ in kafka.read_committed(topic)) == [b"a", b"b"]
