@@ -199,8 +199,8 @@ def decide_restart(failure: Diagnosis, previous: Diagnosis | None, refusal: str 
         uid, error_type, _ = failure.signature
         operator = getattr(failure.error, "operator_name", None) or uid
         return RestartDecision(False, (
-            f"operator '{operator}' raised the same {error_type} on the same record ({failure.record}) on two attempts in "
-            "a row, with no checkpoint completed in between: a restart would read that record again and fail "
+            f"operator '{operator}' raised the same {error_type} on the same record ({failure.record}) on two "
+            "attempts in a row, with no checkpoint completed in between: a restart would read that record again and fail "
             "again, so the job was not restarted. Handle such records in the function (catch the error, or filter "
             "them out before it), or choose a restart strategy (env.set_restart_strategy(...)) to retry anyway."))
     if refusal is not None:

@@ -210,7 +210,8 @@ class SubtaskRunner:
         for position, record in enumerate(records):
             stamp = stamps[position] if stamps is not None else None
             try:
-                produced = operator.process_batch([record] if stamps is None else TimestampedBatch.of([record], [stamp]))
+                produced = operator.process_batch([record] if stamps is None
+                                                  else TimestampedBatch.of([record], [stamp])) or []
             except Cancelled:
                 raise
             except Exception as exc:
