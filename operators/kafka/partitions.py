@@ -3,7 +3,7 @@
 Each subtask decides for itself, by the same rule on every subtask and in every attempt, so no coordinator is
 needed and a restore at another parallelism hands each partition to exactly one reader: Flink's
 ``KafkaSourceEnumerator`` rule, the partitions of a topic dealt round-robin from a start given by the topic's
-name, with Chandy's stable hash for the name (never Python's ``hash()``, which differs between processes).
+name, with Chandy's stable hash for the name (Python's built-in one is salted per process).
 
 >>> [owner("orders", p, 3) for p in range(6)] == [(owner("orders", 0, 3) + p) % 3 for p in range(6)]
 True

@@ -308,7 +308,7 @@ class _Committer:
                 return False
             producer.begin_transaction()
             for topic, key, value, timestamp in transaction.records:
-                self._produce(producer, topic, key, value, timestamp)
+                _produce(producer, topic, key, value, timestamp)
             producer.send_offsets_to_transaction([TopicPartition(marker_topic, _MARKER_PARTITION, done)],
                                                  reader.consumer_group_metadata(), COMMIT_TIMEOUT_S)
             self.commit_transaction(producer)
@@ -335,18 +335,6 @@ class _Committer:
         """The last step: the records and the marker become visible together."""
         producer.commit_transaction(COMMIT_TIMEOUT_S)
 
-    @staticmethod
-    def _produce(producer, topic: str, key, value, timestamp) -> None:
-        while True:
-            try:
-                if timestamp is None:
-                    producer.produce(topic, value, key)
-                else:
-                    producer.produce(topic, value, key, timestamp=timestamp)
-                return
-            except BufferError:  # librdkafka's queue is full: let it send, then go on
-                producer.poll(0.05)
-
     def close(self) -> None:
         for reader in self.readers.values():
             try:
@@ -355,6 +343,19 @@ class _Committer:
                 pass
         self.readers.clear()
         self.producers.clear()
+
+
+def _produce(producer, topic: str, key, value, timestamp, on_delivery=None) -> None:
+    """One record into librdkafka's queue (with its timestamp, when it has one), waiting while the queue is full."""
+    extra = {} if on_delivery is None else {"on_delivery": on_delivery}
+    if timestamp is not None:
+        extra["timestamp"] = timestamp
+    while True:
+        try:
+            producer.produce(topic, value, key, **extra)
+            return
+        except BufferError:  # librdkafka's queue is full: let it send, then go on
+            producer.poll(0.05)
 
 
 def _fenced_codes():
@@ -389,17 +390,9 @@ class _ProducingWriter(SinkWriter):
 
     def write_batch(self, records: list) -> None:
         self._check()
-        producer = self.producer
+        producer, delivered = self.producer, self._delivered
         for topic, key, value, timestamp in self.sink.encode(records):
-            while True:
-                try:
-                    if timestamp is None:
-                        producer.produce(topic, value, key, on_delivery=self._delivered)
-                    else:
-                        producer.produce(topic, value, key, timestamp=timestamp, on_delivery=self._delivered)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            _produce(producer, topic, key, value, timestamp, delivered)
         self.sent += len(records)
         producer.poll(0)
 
