@@ -10,8 +10,9 @@ first report to arrive wins; a consequence never outranks a cause, whatever the 
 A restart is worth it only when the cause may not repeat: :func:`decide_restart` refuses one for errors that
 say they would (a malformed record, an undeclared type, a module missing on the executors ...), for an
 operator that failed the same way in ``open()`` on two attempts in a row, and for an operator that raised the
-same exception on the same record on two attempts in a row with no checkpoint completed in between (the next
-attempt would read that record again and fail again) unless the user chose the restart strategy.
+same exception on the same record on two attempts in a row (the next attempt restores a checkpoint taken before
+that record, reads it again and fails again) unless the user chose the restart strategy. Whether a checkpoint
+completed in between says nothing here: a checkpoint of the other subtasks' progress still sits before the record.
 
 >>> evidence = FailureEvidence(disconnected_slots=[1])
 >>> diagnosis = diagnose("job", evidence)
@@ -165,10 +166,10 @@ class RestartDecision:
 
 
 def decide_restart(failure: Diagnosis, previous: Diagnosis | None, refusal: str | None,
-                   progress_since_previous: bool = True, strategy_chosen: bool = False) -> RestartDecision:
+                   strategy_chosen: bool = False) -> RestartDecision:
     """Whether to restart after ``failure``; ``previous`` is the failure of the attempt before, if any;
     ``refusal`` is why the restart strategy allows no more restarts (None: it allows one);
-    ``progress_since_previous``: a checkpoint completed since ``previous``; ``strategy_chosen``: the user set the
+    ``strategy_chosen``: the user set the
     restart strategy (then it alone decides how often a failure that repeats is retried).
 
     >>> bad = Diagnosis(JobFailedError("bad record", retryable=False))
@@ -180,11 +181,9 @@ def decide_restart(failure: Diagnosis, previous: Diagnosis | None, refusal: str 
     >>> decide_restart(in_open, None, "after 3 restart(s); the restart strategy allows 3")
     RestartDecision(restart=False, reason='after 3 restart(s); the restart strategy allows 3')
     >>> bad_record = Diagnosis(JobFailedError("x"), FailurePhase.RUN, ("parse", "ValueError", "bad"), "'x'")
-    >>> decide_restart(bad_record, bad_record, None, progress_since_previous=False).reason[:70]
+    >>> decide_restart(bad_record, bad_record, None).reason[:70]
     "operator 'parse' raised the same ValueError on the same record ('x') o"
-    >>> decide_restart(bad_record, bad_record, None, progress_since_previous=True).restart
-    True
-    >>> decide_restart(bad_record, bad_record, None, progress_since_previous=False, strategy_chosen=True).restart
+    >>> decide_restart(bad_record, bad_record, None, strategy_chosen=True).restart
     True
     """
     if not failure.error.retryable:
@@ -195,12 +194,12 @@ def decide_restart(failure: Diagnosis, previous: Diagnosis | None, refusal: str 
                                       "the job was not restarted again")
     if (failure.phase is FailurePhase.RUN and failure.record is not None and previous is not None
             and previous.phase is FailurePhase.RUN and previous.signature == failure.signature
-            and previous.record == failure.record and not progress_since_previous and not strategy_chosen):
+            and previous.record == failure.record and not strategy_chosen):
         uid, error_type, _ = failure.signature
         operator = getattr(failure.error, "operator_name", None) or uid
         return RestartDecision(False, (
             f"operator '{operator}' raised the same {error_type} on the same record ({failure.record}) on two "
-            "attempts in a row, with no checkpoint completed in between: a restart would read that record again and fail "
+            "attempts in a row: a restart would read that record again and fail "
             "again, so the job was not restarted. Handle such records in the function (catch the error, or filter "
             "them out before it), or choose a restart strategy (env.set_restart_strategy(...)) to retry anyway."))
     if refusal is not None:

@@ -308,7 +308,6 @@ class JobMaster:
     def _run_attempts(self):
         restore = self.initial_restore
         previous: Diagnosis | None = None
-        newest_at_previous = None  # the newest completed checkpoint when ``previous`` failed
         while True:
             outcome = self._run_attempt(restore)
             if not isinstance(outcome, Diagnosis):
@@ -327,16 +326,14 @@ class JobMaster:
                     self.failure_times.append(time.monotonic())
                     failures = tuple(self.failure_times)
                     delay_ms = self.restart.delay_after(failures)
-                    newest = self._newest_completed_checkpoint()
                     decision = decide_restart(outcome, previous,
                                               self.restart.refusal(failures) if delay_ms is None else None,
-                                              progress_since_previous=newest != newest_at_previous,
                                               strategy_chosen=self.restart_chosen)
                     if not decision.restart:
                         error = outcome.error.with_note(decision.reason) if decision.reason else outcome.error
                         self.lifecycle.transition(JobStatus.FAILED, str(error.message).splitlines()[0])
                         return error
-                    previous, newest_at_previous = outcome, newest
+                    previous = outcome
                     self.restarts += 1  # a fallback to an older checkpoint is no restart of the user's job
                     if self.exceptions:
                         self.exceptions[-1]["restarted"] = True
@@ -363,10 +360,6 @@ class JobMaster:
                     self.lifecycle.transition(JobStatus.FAILED, str(exc).splitlines()[0])
                     return error
             self.attempt = Attempt(self.attempt + 1)
-
-    def _newest_completed_checkpoint(self):
-        completed = self.coordinator.completed_checkpoints() if self.coordinator is not None else []
-        return completed[-1] if completed else None
 
     def _cancel_requested_within(self, seconds: float) -> bool:
         """Whether a cancel arrives within ``seconds``; one already waiting counts even when ``seconds`` is 0

@@ -1227,7 +1227,7 @@ def test_a_cancel_while_the_failure_is_diagnosed_is_not_lost():
     assert master._cancel_requested, "the restart loop sees it and cancels instead of restarting"
 
 
-def test_the_same_record_failing_twice_without_progress_stops_the_restarts_unless_the_user_chose_a_strategy():
+def test_the_same_record_failing_twice_stops_the_restarts_unless_the_user_chose_a_strategy():
     from runtime.driver.failure_diagnosis import Diagnosis, decide_restart
     from runtime.errors import JobFailedError
     from runtime.protocol.messages import FailurePhase
@@ -1236,11 +1236,9 @@ def test_the_same_record_failing_twice_without_progress_stops_the_restarts_unles
         return Diagnosis(JobFailedError(message, operator_name="parse"), FailurePhase.RUN,
                          ("parse-uid", "ValueError", message), record)
 
-    stop = decide_restart(failure("'x'"), failure("'x'"), None, progress_since_previous=False)
+    stop = decide_restart(failure("'x'"), failure("'x'"), None)
     assert not stop.restart and "operator 'parse' raised the same ValueError on the same record ('x')" in stop.reason
-    assert decide_restart(failure("'x'"), failure("'y'"), None, progress_since_previous=False).restart
-    assert decide_restart(failure("'x'"), failure("'x'", "other"), None, progress_since_previous=False).restart
-    assert decide_restart(failure("'x'"), failure("'x'"), None, progress_since_previous=True).restart
-    assert decide_restart(failure(None), failure(None), None, progress_since_previous=False).restart
-    assert decide_restart(failure("'x'"), failure("'x'"), None, progress_since_previous=False,
-                          strategy_chosen=True).restart
+    assert decide_restart(failure("'x'"), failure("'y'"), None).restart
+    assert decide_restart(failure("'x'"), failure("'x'", "other"), None).restart
+    assert decide_restart(failure(None), failure(None), None).restart
+    assert decide_restart(failure("'x'"), failure("'x'"), None, strategy_chosen=True).restart
