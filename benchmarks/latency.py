@@ -72,8 +72,7 @@ def run_chandy_latency(spark, records_per_second: float, seconds: float, keys: i
     with tempfile.TemporaryDirectory(prefix="chandy-latency-ck-") as checkpoints:
         env.get_checkpoint_config().set_checkpoint_storage(checkpoints)
         total = int(records_per_second * seconds)
-        per_subtask = records_per_second / parallelism
-        (env.from_source(SequenceSource(0, total - 1, records_per_second=per_subtask), "rate-limited")
+        (env.from_source(SequenceSource(0, total - 1, records_per_second=records_per_second), "rate-limited")
             .map(lambda x: (x % keys, time.time()))
             .key_by(lambda r: r[0]).process(CountKeepingTimestamp())
             .sink_to(LatencySink()))

@@ -163,7 +163,7 @@ def run_chandy_window_latency(spark, rate: float, seconds: float, parallelism: i
         total = int(rate * seconds)
         strategy = (WatermarkStrategy.for_monotonous_timestamps()
                     .with_timestamp_assigner(lambda n, _: time.time_ns() // 1_000_000))
-        (env.from_source(SequenceSource(0, total - 1, records_per_second=rate / parallelism), strategy, "paced")
+        (env.from_source(SequenceSource(0, total - 1, records_per_second=rate), strategy, "paced")
             .key_by(lambda n: n % KEYS).window(TumblingEventTimeWindows.of(1000))
             .aggregate(Count(), window_function=KeyAndWindow())
             .sink_to(WindowSink(1000)))

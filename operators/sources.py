@@ -166,7 +166,8 @@ class SequenceSource(Source):
     """The integers ``start..end`` inclusive (unbounded when ``end`` is None), split across subtasks.
 
     Bounded: each subtask reads one contiguous range. Unbounded: subtask i reads ``start + i + k*p``.
-    ``records_per_second`` (per subtask) throttles the source, for latency measurements. ``columnar=True``
+    ``records_per_second`` throttles the whole source (each of p subtasks reads at 1/p of it, as Flink's
+    ``RateLimiterStrategy.perSecond`` divides its rate), for latency measurements. ``columnar=True``
     emits Arrow record batches with one ``int64`` column, ``value`` (the columnar path).
 
     >>> SequenceSource(1, 10).create_reader(subtask_index=1, parallelism=2).poll(100)
@@ -190,13 +191,13 @@ class SequenceSource(Source):
         self.schema = self.COLUMNAR_SCHEMA if columnar else None
 
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
+        rate = self.records_per_second / parallelism if self.records_per_second else None
         if self.end is None:
-            return _RangeReader([[self.start + subtask_index, None, parallelism]], self.records_per_second,
-                                self.schema)
+            return _RangeReader([[self.start + subtask_index, None, parallelism]], rate, self.schema)
         total = self.end - self.start + 1
         lo = self.start + total * subtask_index // parallelism
         hi = self.start + total * (subtask_index + 1) // parallelism
-        return _RangeReader([[lo, hi, 1]], self.records_per_second, self.schema)
+        return _RangeReader([[lo, hi, 1]], rate, self.schema)
 
 
 class _ListReader(SourceReader):

@@ -140,7 +140,7 @@ EXECUTOR_LOSS_JOB = textwrap.dedent("""
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
     n = 20_000
     sink = CollectSink()
-    env.from_source(SequenceSource(0, n - 1, records_per_second=2_000), "numbers") \\
+    env.from_source(SequenceSource(0, n - 1, records_per_second=4_000), "numbers") \\
         .map(KillMyExecutorOnce(directory)).map(lambda x: x % 101).key_by(lambda k: k) \\
         .process(CountPerKey()).sink_to(sink)
     result = env.execute("executor-loss")

@@ -413,7 +413,7 @@ def test_a_storage_outage_during_restarts_costs_restarts_not_the_job_and_never_i
     env.get_checkpoint_config().set_checkpoint_storage(str(url)).set_tolerable_checkpoint_failure_number(0)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(20, 200))
     sink = CollectSink("counts")
-    env.from_source(SequenceSource(0, n - 1, records_per_second=1_000), "numbers").uid("numbers") \
+    env.from_source(SequenceSource(0, n - 1, records_per_second=2_000), "numbers").uid("numbers") \
         .map(StorageOutageAfterTwoCheckpoints(str(job_dir), str(moved), str(marker))).uid("outage") \
         .map(lambda x: x % 13).uid("modulo").key_by(lambda k: k).process(CountPerKey()).uid("count") \
         .sink_to(sink).uid("sink")

@@ -328,3 +328,21 @@ def test_simple_string_schema_round_trips_in_its_charset():
     assert SimpleStringSchema().deserialize(bytearray(b"x")) == "x"
     with pytest.raises(ConfigurationError, match="unknown charset"):
         SimpleStringSchema("EBCDIC-42")
+
+
+def test_a_sequence_sources_rate_is_the_whole_sources_split_across_its_subtasks(monkeypatch):
+    """``records_per_second`` means the whole source, as Flink's ``RateLimiterStrategy.perSecond``: four subtasks
+    read a quarter each. A clock the test moves stands in for time."""
+    import types
+
+    import operators.sources
+    from operators import SequenceSource
+
+    now = [100.0]
+    monkeypatch.setattr(operators.sources, "time", types.SimpleNamespace(monotonic=lambda: now[0],
+                                                                         sleep=lambda seconds: None))
+    for end in (10**6, None):
+        readers = [SequenceSource(0, end, records_per_second=1_000).create_reader(i, 4) for i in range(4)]
+        assert all(reader.poll(10**6) == [] for reader in readers), "nothing before any time has passed"
+        now[0] += 2.0
+        assert [len(reader.poll(10**6)) for reader in readers] == [500] * 4, "2 s at 1,000/s: 2,000 in all"
