@@ -327,6 +327,8 @@ def _extractor(extractor, where: str) -> Callable[[Any], Any]:
 
 class _Sessions(MergingWindowAssigner[T, TimeWindow]):
     _name = ""
+    # merge_windows merges exactly the windows that intersect (a subclass that merges otherwise sets this False)
+    merges_intersecting_time_windows = True
 
     def __init__(self, gap):
         self.gap = positive_span(gap, f"{self._name}.with_gap", "session gap")
@@ -343,6 +345,8 @@ class _Sessions(MergingWindowAssigner[T, TimeWindow]):
 
 class _DynamicSessions(MergingWindowAssigner[T, TimeWindow]):
     _name = ""
+    # merge_windows merges exactly the windows that intersect (a subclass that merges otherwise sets this False)
+    merges_intersecting_time_windows = True
 
     def __init__(self, extractor):
         self.extractor = extractor

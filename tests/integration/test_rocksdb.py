@@ -81,7 +81,7 @@ def test_window_state_moves_between_backends_and_parallelisms(spark, tmp_path, f
     client.cancel()
     env = StreamExecutionEnvironment.get_execution_environment(spark)
     env.set_state_backend(BACKENDS[then](tmp_path / "then"))
-    tumbling, sessions = checkpointed_windows_job(env, tmp_path / "then", parallelism, n, url=url)
+    tumbling, sessions = checkpointed_windows_job(env, tmp_path / "then", parallelism, n, url=url, paced=False)
     result = env.execute("backend-change", restore_from=storage.usable_ids()[-1])
     assert result.restored_from[0] is not None
     check_exact(result, tumbling, sessions, n)

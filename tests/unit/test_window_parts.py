@@ -899,3 +899,28 @@ def test_the_package_exports_everything_public_once():
     for module in ("windows", "assigners", "triggers", "evictors", "merging", "functions", "testing"):
         exported = getattr(__import__(f"operators.window.{module}", fromlist=["__all__"]), "__all__")
         assert set(exported) <= set(window_package.__all__), module
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sessions_merge_the_same_when_only_the_windows_meeting_the_new_one_are_given_to_the_assigner(seed):
+    """The merging set gives a session assigner only the windows in flight that intersect the new one; an
+    assigner that merges otherwise gets them all (as in Flink). Both must reach the same windows, state windows
+    and merge calls, over random sessions with random gaps."""
+    import random
+
+    class EveryWindow(EventTimeSessionWindows):
+        merges_intersecting_time_windows = False
+
+    rng = random.Random(seed)
+    fast, full = MergingWindowSet(EventTimeSessionWindows.with_gap(10), {}), MergingWindowSet(EveryWindow(10), {})
+    fast_calls, full_calls = [], []
+    for _ in range(400):
+        start = rng.randrange(0, 2_000)
+        window = TimeWindow(start, start + rng.randrange(1, 40))
+        assert fast.add_window(window, lambda *a: fast_calls.append(a)) == \
+            full.add_window(window, lambda *a: full_calls.append(a))
+        if rng.random() < 0.1 and len(fast):
+            retired = rng.choice(fast.windows())
+            fast.retire_window(retired), full.retire_window(retired)
+    assert fast.persist() == full.persist() and fast_calls == full_calls
+    assert len(fast_calls) > 50, "the sequence merged windows"
