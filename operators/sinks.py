@@ -163,7 +163,8 @@ class _PrintWriter(SinkWriter):
 
 
 class PrintSink(Sink):
-    """Prints each record to the executor's stdout, as Flink does: ``id:subtask> record``.
+    """Prints each record to the executor's stdout, as Flink does: ``id:subtask> record``. In local mode that is
+    the terminal's stdout (see :mod:`runtime.executor.executor_stdout`: Spark's own redirection would make it stderr).
 
     At-least-once: after a restart, records since the restored checkpoint are printed again.
 

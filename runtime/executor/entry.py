@@ -12,6 +12,7 @@ import traceback
 
 import cloudpickle
 
+from runtime.executor.executor_stdout import printing_to_the_executors_stdout
 from runtime.executor.slot import SlotRunner, report_before_registering
 from runtime.ids import Attempt, SlotIndex, SubtaskIndex
 from runtime.network.security import ConnectionSecurity
@@ -52,8 +53,9 @@ def barrier_task(payload: bytes, coordinator: tuple[str, int], security: Connect
         except Exception as exc:
             _report_unloadable_job(coordinator, security, attempt, slot, exc)
             raise
-        results = SlotRunner(graph, coordinator, attempt, slot, host, security, restore, restore_storage,
-                             stop_sources).run()
+        with printing_to_the_executors_stdout():  # as Flink's TaskManagers print, not to Spark's stderr
+            results = SlotRunner(graph, coordinator, attempt, slot, host, security, restore, restore_storage,
+                                 stop_sources).run()
         if results is not None:  # None: cancelled
             yield cloudpickle.dumps(results)
 

@@ -166,3 +166,40 @@ def test_a_terminal_shows_a_live_status_line_and_one_info_line_per_checkpoint(tm
     assert re.search(checkpoint_line, text), text[-3000:]
     assert re.search(r"chandy INFO Job 'progress' \(\w+\) starting: .*; dashboard http://[\w.]+:\d+/#/jobs/\w+",
                      text), text[-3000:]
+
+
+PRINT_JOB = textwrap.dedent("""
+    import pyarrow.compute as pc
+    from pyspark.sql import SparkSession
+    from runtime import StreamExecutionEnvironment
+
+    def shout(word):
+        print("user print:", word)  # a user's own print() in a function on the executors
+        return word.upper()
+
+    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(2)
+    env.from_collection(["ant", "bee", "cat"]).map(shout).print("rows")
+    env.from_sequence(1, 4, columnar=True).map_batches(lambda b: {"tenfold": pc.multiply(b["value"], 10)}) \\
+        .print("columns")
+    env.execute("printing")
+""")
+
+
+def test_print_goes_to_stdout_as_in_pyflink_on_the_record_and_the_columnar_path(tmp_path):
+    """Spark copies its Python workers' stdout to stderr; Chandy's slots print to the executor's stdout, which in
+    local mode is the terminal's stdout (``python job.py > out.txt`` keeps the records in ``out.txt``)."""
+    (tmp_path / "job.py").write_text(PRINT_JOB)
+    environment = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=ROOT)
+    environment.pop("PYSPARK_GATEWAY_PORT", None)
+    done = subprocess.run([sys.executable, "job.py"], cwd=tmp_path, env=environment, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = re.findall(r"^((?:rows|columns):\d> .*|user print: \w+)$", done.stdout, re.MULTILINE)
+    assert sorted(line for line in printed if line.startswith("user")) == \
+        ["user print: ant", "user print: bee", "user print: cat"], done.stdout[-3000:]
+    assert sorted(line.split("> ")[1] for line in printed if line.startswith("rows")) == ["ANT", "BEE", "CAT"], \
+        done.stdout[-3000:]
+    assert sorted(line.split("> ")[1] for line in printed if line.startswith("columns")) == \
+        ["10", "20", "30", "40"], done.stdout[-3000:]
+    assert not re.search(r"(rows|columns):\d> |user print:", done.stderr), done.stderr[-3000:]
