@@ -29,10 +29,12 @@ import functools
 
 from operators.builtins import KeyedReduceOperator, may_use_keyed_state
 from operators.co_operators import TwoInputOperator
+from operators.failed_records import failed_only, process_isolating_failures
 from operators.operator import OneInputOperator
 from runtime.keys.canonical import canonical_keys
 from runtime.protocol.events import MAX_WATERMARK
 from runtime.protocol.records import TimestampedBatch
+from runtime.side_outputs import SideOutputRecord
 
 __all__ = ["BatchKeyedOperator", "ReduceCombiner"]
 
@@ -121,6 +123,7 @@ class BatchKeyedOperator(TwoInputOperator):
     """A keyed operator run with batch semantics (see the module docstring)."""
 
     keyed = True
+    isolates_failed_records = True  # the records are processed at the end (see _process), not when they come
 
     def __init__(self, inner):
         super().__init__(inner.name, inner.function)
@@ -134,6 +137,8 @@ class BatchKeyedOperator(TwoInputOperator):
         self.final_only = isinstance(inner, KeyedReduceOperator)
         self.folding = None  # a reduce over records without timestamps folds them as they come (decided at first)
         self.done = False
+        # side_output_failed_records(tag) on the declared operator: a record whose function raises goes there
+        self.failed_records_tag = getattr(inner, "failed_records_tag", None)
 
     def setup(self, info, keyed_backend=None) -> None:
         super().setup(info, keyed_backend)
@@ -154,8 +159,8 @@ class BatchKeyedOperator(TwoInputOperator):
             # Records without event time have no order to sort by: a reduce then folds them as they come (its
             # final value is the same), instead of holding them all until the end.
             self.folding = type(records) is not TimestampedBatch
-        if self.folding:
-            self.inner.process_batch(records)  # the running values are dropped: only the final ones go out
+        if self.folding:  # the running values are dropped: only the final ones go out
+            return failed_only(self._process(self.inner.process_batch, records))
         else:
             self.first.add(records)
         return []
@@ -189,28 +194,38 @@ class BatchKeyedOperator(TwoInputOperator):
         inner, out = self.inner, _Output()
         push = inner.process_batch1 if self.two_input else inner.process_batch
         for batch in _chunks(groups):
-            out.add(push(batch))
+            out.add(self._process(push, batch))
         if self.second is not None:
             for batch in _chunks(self.second.take()):
-                out.add(inner.process_batch2(batch))
+                out.add(self._process(inner.process_batch2, batch))
         out.add(inner.process_watermark(MAX_WATERMARK))
         return out.batch()
+
+    def _process(self, process, records: list) -> list:
+        """``process(records)``, setting aside the records that raise when the job asked for that."""
+        if self.failed_records_tag is None:
+            return process(records)
+        return process_isolating_failures(process, records, self.failed_records_tag, self.name)
 
     def _final_values(self, groups: list) -> list:
         """A reduce's last value per key, carrying the key's latest timestamp."""
         inner = self.inner
-        stateless = not may_use_keyed_state(inner.function)
-        reduce, out, stamps = inner.call, [], []
+        stateless = not may_use_keyed_state(inner.function) and self.failed_records_tag is None
+        reduce, out = inner.call, _Output()
         for _, records, timestamps in groups:
+            stamp = max((t for t in timestamps if t is not None), default=None) if timestamps else None
             if stateless:
                 value = functools.reduce(reduce, records)
-            else:  # the function keeps keyed state of its own: fold through the operator, with the key set
-                value = inner.process_batch(records)[-1]
-            out.append(value)
-            stamps.append(max((t for t in timestamps if t is not None), default=None) if timestamps else None)
-        if any(t is not None for t in stamps):
-            return TimestampedBatch.of(out, stamps)
-        return out
+            else:  # keyed state of its own, or records to set aside: fold through the operator, with the key set
+                folded = self._process(inner.process_batch, records)
+                failed = failed_only(folded)
+                out.add(failed)
+                values = [r for r in folded if not isinstance(r, SideOutputRecord)]
+                if not values:  # every record of the key raised
+                    continue
+                value = values[-1]
+            out.add(TimestampedBatch.of([value], [stamp]) if stamp is not None else [value])
+        return out.batch()
 
     def snapshot_operator_state(self, checkpoint_id: int) -> dict[str, list]:
         return self.inner.snapshot_operator_state(checkpoint_id)

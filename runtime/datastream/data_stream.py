@@ -619,7 +619,8 @@ class DataStream(_Named):
         :class:`~runtime.side_outputs.FailedRecord` (the record, the error, its traceback), and the job goes on,
         instead of failing (Spark's bad-records path, Kafka Streams' exception handlers). Read them with
         ``get_side_output(output_tag)``. The operator then calls its function one record at a time (about a
-        microsecond more per record); state the function changed before it raised stays changed.
+        microsecond more per record); state the function changed before it raised stays changed. In BATCH mode a
+        keyed operator sets the records aside the same way when it runs each key's records, at the end.
 
         >>> from runtime import StreamExecutionEnvironment
         >>> env = StreamExecutionEnvironment.get_execution_environment()

@@ -16,12 +16,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import traceback
 import uuid
 from collections import deque
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from operators.failed_records import process_isolating_failures
 from operators.timers import processing_time_ms
 from runtime.errors import FunctionContractError, KeySelectorError, RecordEncodingError, UnsupportedKeyError
 from runtime.executor.aligner import Alignment, BarrierAligner
@@ -47,7 +47,6 @@ from runtime.protocol.events import (
 )
 from runtime.protocol.messages import FailurePhase, SubtaskFinished
 from runtime.protocol.records import TimestampedBatch, count_records
-from runtime.side_outputs import FailedRecord, SideOutputRecord
 
 if TYPE_CHECKING:
     from runtime.executor.slot import SlotRunner
@@ -97,7 +96,9 @@ class SubtaskRunner:
                            if node.output_type is not None and node.output_type.is_row and node.schema is None
                            else None for node in chain.operators]
         # Operators whose records that raise go to a side output (side_output_failed_records): their tag, else None.
-        self.failed_tags = [getattr(op, "failed_records_tag", None) for op in self.operators]
+        # A keyed operator in BATCH mode sets its failed records aside itself, when it runs each key's records.
+        self.failed_tags = [None if getattr(op, "isolates_failed_records", False)
+                            else getattr(op, "failed_records_tag", None) for op in self.operators]
         self.writer: RecordWriter | None = None
         self.buffer_timeout = slot.graph.buffer_timeout_ms / 1000.0
         # A columnar source's poll size counts rows of one Arrow batch, not Python records.
@@ -203,27 +204,8 @@ class SubtaskRunner:
     def _one_by_one(self, index: int, records: list) -> list:
         """Operator ``index``'s output for ``records``, processed one at a time: a record whose processing raises
         becomes a FailedRecord on the operator's side output for failed records, and the others go on."""
-        operator, tag = self.operators[index], self.failed_tags[index]
-        stamps = records.timestamps if isinstance(records, TimestampedBatch) else None
-        out: list = []
-        out_stamps: list = []
-        for position, record in enumerate(records):
-            stamp = stamps[position] if stamps is not None else None
-            try:
-                produced = operator.process_batch([record] if stamps is None
-                                                  else TimestampedBatch.of([record], [stamp])) or []
-            except Cancelled:
-                raise
-            except Exception as exc:
-                produced = [SideOutputRecord(tag, FailedRecord(
-                    record, self.chain.operators[index].name, type(exc).__name__, str(exc),
-                    "".join(traceback.format_exception(exc))))]
-                out_stamps.append(stamp)
-            else:
-                out_stamps.extend(produced.timestamps if isinstance(produced, TimestampedBatch)
-                                  else [None] * len(produced))
-            out.extend(produced)
-        return TimestampedBatch.of(out, out_stamps) if any(s is not None for s in out_stamps) else out
+        return process_isolating_failures(self.operators[index].process_batch, records, self.failed_tags[index],
+                                          self.chain.operators[index].name, never_isolated=(Cancelled,))
 
     def _as_rows(self, index: int, records: list) -> list:
         try:

@@ -71,6 +71,8 @@ def _combiner(operator, inputs: list, uid: str) -> OperatorNode | None:
 
     if type(operator) is not KeyedReduceOperator or may_use_keyed_state(operator.function) or len(inputs) != 1:
         return None  # a function with keyed state of its own must fold with its key set, downstream
+    if getattr(operator, "failed_records_tag", None) is not None:
+        return None  # a record that raises is set aside by the reduce itself, which names it
     source, partitioner, side_tag, _ = inputs[0]
     if side_tag is not None or partitioner is None or partitioner.kind != "hash":
         return None

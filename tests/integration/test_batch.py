@@ -162,3 +162,33 @@ def test_the_broadcast_side_is_complete_before_any_keyed_record_in_batch_mode(en
     env.from_source(SequenceSource(0, N - 1), "numbers").key_by(lambda n: n % KEYS).connect(limits) \
         .process(OverLimit()).sink_to(sink)
     assert sorted(env.execute("batch-broadcast").collected(sink)) == [(n, n > N // 2) for n in range(N)]
+
+
+def add_amounts_refusing_500_mod_1000(a, b):
+    if b[1] % 1000 == 500:
+        raise ValueError(f"refused amount {b[1]}")
+    return a[0], a[1] + b[1]
+
+
+def test_a_batch_reduce_sets_aside_the_records_whose_function_raises_and_sums_the_rest(env):
+    from runtime import OutputTag
+
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH).set_parallelism(2)
+    failed = OutputTag("refused")
+    # A key's first record starts its fold without a call; whichever subtask's comes first, it is below 37 or in
+    # 10000..10036, and none of those is refused.
+    totals = env.from_source(SequenceSource(0, N - 1), "numbers").map(lambda n: (n % KEYS, n)) \
+        .key_by(lambda p: p[0]).reduce(add_amounts_refusing_500_mod_1000).name("total") \
+        .side_output_failed_records(failed)
+    main, side = CollectSink("totals"), CollectSink("refused")
+    totals.sink_to(main)
+    totals.get_side_output(failed).sink_to(side)
+    result = env.execute("batch-failed-records")
+    refused = [(n % KEYS, n) for n in range(N) if n % 1000 == 500]
+    expected = collections.Counter()
+    for n in range(N):
+        if (n % KEYS, n) not in refused:
+            expected[n % KEYS] += n
+    assert sorted(result.collected(main)) == sorted(expected.items())
+    assert sorted(f.record for f in result.collected(side)) == sorted(refused)
+    assert {f.operator for f in result.collected(side)} == {"total"} and result.restarts == 0
