@@ -365,6 +365,22 @@ def test_a_savepoint_is_stored_apart_never_notified_nor_retained_and_restorable(
     assert json.load(open(os.path.join(target.job_dir, "_metadata")))["type"] == "savepoint"
 
 
+def test_a_savepoint_asked_for_while_the_slots_start_is_taken_once_every_slot_runs(tmp_path):
+    """Flink refuses a savepoint while tasks initialise; Chandy's waits for them (INITIALIZING -> RUNNING)."""
+    coordinator, control, clock = make_source_coordinator(tmp_path / "ck", parallelism=2)
+    control.all_registered = False  # INITIALIZING: the slots restore their state and connect
+    request, outcomes = savepoint_request(tmp_path / "sp")
+    coordinator.request_savepoint(request)
+    for _ in range(3):
+        clock.now += 1.0
+        coordinator.tick()
+    assert control.sent == [] and outcomes == [], "nothing triggered before every slot runs"
+    control.all_registered = True  # RUNNING
+    coordinator.tick()
+    (trigger,) = control.sent
+    assert trigger.savepoint.startswith(f"file://{tmp_path}/sp/savepoint-")
+
+
 def test_a_declined_savepoint_fails_alone_and_its_directory_goes(tmp_path):
     import os
 
