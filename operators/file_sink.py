@@ -32,20 +32,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from operators.file_formats import WRITERS_BY_FORMAT, BulkWriter, BulkWriterFactory
 from operators.two_phase_commit import RecoveredState, TransactionContext, TransactionStatus, TwoPhaseCommitSink
-from runtime.errors import ConfigurationError, OutputCommitError, OutputUnreachableError
+from runtime.errors import ApiUsageError, ConfigurationError, OutputCommitError, OutputUnreachableError
 from runtime.filesystems import filesystem_for
-from runtime.types import Row
 
 __all__ = ["FileSink", "FileTransaction"]
 
 INPROGRESS = "_inprogress"
 MARKERS = "_committed"
-_EXTENSIONS = {"jsonl": "jsonl", "csv": "csv", "text": "txt", "parquet": "parquet"}
 
 
 def _part_pattern(prefix: str, suffix: str) -> re.Pattern:
@@ -82,9 +80,10 @@ class FileTransaction:
 class _OpenPart:
     """The part file a transaction is writing (executor only: never pickled)."""
 
-    handle: Any  # a binary file, or a _ParquetPart
+    stream: Any  # the open file
+    writer: BulkWriter  # what encodes records into it
     opened_at: float  # time.monotonic()
-    bytes_written: int = 0  # encoded bytes (Parquet: estimated from the rows' JSON size)
+    bytes_written: int = 0  # as the writer counts them (encoded, or estimated where it buffers)
 
 
 class FileSink(TwoPhaseCommitSink):
@@ -92,10 +91,13 @@ class FileSink(TwoPhaseCommitSink):
 
     ``format``: ``"jsonl"`` (one JSON value per line), ``"csv"`` (records are tuples/lists), ``"text"``
     (``str(record)`` per line), ``"parquet"`` (records are dicts; a part is written when it closes, so its
-    rows are buffered in memory until the next checkpoint or roll). Parts roll at ``max_part_bytes`` (of
-    encoded data; for Parquet, of the rows' JSON size as an estimate) and after ``rollover_interval_ms``.
-    Parts are named ``<part_prefix>-<run>-<subtask>-<sequence>-<n><part_suffix>``; the suffix defaults to the
-    format's extension (``.jsonl``, ``.csv``, ``.txt``, ``.parquet``).
+    rows are buffered in memory until the next checkpoint or roll), or a
+    :class:`~operators.file_formats.BulkWriterFactory` (PyFlink's bulk writers: ``ParquetBulkWriters``,
+    ``OrcBulkWriters``, ``AvroBulkWriters``, ... in ``runtime.datastream.formats``). Parts roll at
+    ``max_part_bytes`` (of encoded data, as the writer counts it; for ``"parquet"``, the rows' JSON size as an
+    estimate) and after ``rollover_interval_ms``. Parts are named
+    ``<part_prefix>-<run>-<subtask>-<sequence>-<n><part_suffix>``; the suffix defaults to the format's extension
+    (``.jsonl``, ``.csv``, ``.txt``, ``.parquet``, the factory's).
 
     >>> sink = FileSink("memory://file-sink-doc/out", format="jsonl"); sink.validate()
     >>> writer = sink.create_writer(subtask_index=0, parallelism=1); writer.open(None)
@@ -106,11 +108,15 @@ class FileSink(TwoPhaseCommitSink):
     [{'user': 'a'}]
     """
 
-    def __init__(self, path: str, format: str = "jsonl", max_part_bytes: int = 128 << 20,
+    def __init__(self, path: str, format: "str | BulkWriterFactory" = "jsonl", max_part_bytes: int = 128 << 20,
                  rollover_interval_ms: float | None = None, part_prefix: str = "part", part_suffix: str | None = None):
-        if format not in _EXTENSIONS:
-            raise ConfigurationError(f"FileSink format must be one of {sorted(_EXTENSIONS)}, got {format!r}")
-        part_suffix = f".{_EXTENSIONS[format]}" if part_suffix is None else part_suffix
+        writers = format if isinstance(format, BulkWriterFactory) else WRITERS_BY_FORMAT.get(format)
+        if writers is None:
+            raise ConfigurationError(f"FileSink format must be one of {sorted(WRITERS_BY_FORMAT)} or a "
+                                     f"BulkWriterFactory (such as ParquetBulkWriters.for_row_type(row_type)), got "
+                                     f"{format!r}")
+        self.writers = writers
+        part_suffix = writers.extension if part_suffix is None else part_suffix
         if not part_prefix or part_prefix.startswith((".", "_")) or "/" in part_prefix + part_suffix:
             raise ConfigurationError(f"FileSink part_prefix={part_prefix!r}, part_suffix={part_suffix!r}: the prefix "
                                      "must be non-empty and not start with '.' or '_' (readers skip such files as "
@@ -171,25 +177,23 @@ class FileSink(TwoPhaseCommitSink):
         name = (f"{self.part_prefix}-{transaction.run_id}-{transaction.subtask}-{transaction.sequence}-"
                 f"{len(transaction.parts)}{self.part_suffix}")
         self.fs.makedirs(self._path(INPROGRESS), exist_ok=True)
-        handle = _ParquetPart(self.fs, self._path(INPROGRESS, name)) if self.format == "parquet" else \
-            self.fs.open(self._path(INPROGRESS, name), "wb")
+        stream = self.fs.open(self._path(INPROGRESS, name), "wb")
+        try:
+            writer = self.writers.create(stream)
+        except BaseException:
+            stream.close()
+            raise
         transaction.parts.append(name)
-        part = self._open[(transaction.subtask, transaction.sequence)] = _OpenPart(handle, time.monotonic())
+        part = self._open[(transaction.subtask, transaction.sequence)] = _OpenPart(stream, writer, time.monotonic())
         return part
 
     def _close_part(self, transaction: FileTransaction) -> None:
         part = self._open.pop((transaction.subtask, transaction.sequence), None)
         if part is not None:
-            part.handle.close()
-
-    def _encode(self, records: list) -> bytes:
-        if self.format == "jsonl":
-            return "".join(json.dumps(r, default=_json_value) + "\n" for r in records).encode()
-        if self.format == "csv":
-            buffer = io.StringIO()
-            csv.writer(buffer).writerows(r if isinstance(r, (list, tuple, Row)) else [r] for r in records)
-            return buffer.getvalue().encode()
-        return "".join(f"{r}\n" for r in records).encode()
+            try:
+                part.writer.finish()
+            finally:
+                part.stream.close()
 
     def write(self, transaction: FileTransaction, records: list) -> None:
         transaction._check(TransactionStatus.OPEN)
@@ -200,14 +204,7 @@ class FileSink(TwoPhaseCommitSink):
                 self.rollover_interval_ms is not None
                 and (time.monotonic() - part.opened_at) * 1000 >= self.rollover_interval_ms):
             part = self._roll(transaction)
-        if self.format == "parquet":
-            part.handle.rows.extend(records)
-            part.bytes_written += (sum(len(json.dumps(r, default=str)) for r in records[:16]) * len(records)
-                                   // min(16, len(records)))
-            return
-        data = self._encode(records)
-        part.handle.write(data)
-        part.bytes_written += len(data)
+        part.bytes_written += part.writer.add_elements(records)
 
     def pre_commit(self, transaction: FileTransaction) -> None:
         status = transaction._check(TransactionStatus.PRE_COMMITTED)
@@ -275,7 +272,16 @@ class FileSink(TwoPhaseCommitSink):
         return [self._path(n) for n in sorted(names, key=self._part_order)]
 
     def read_committed(self) -> list:
-        """Every committed record (as rows for csv, dicts for parquet), for tests and small outputs."""
+        """Every committed record (as rows for csv, dicts for parquet), for tests and small outputs.
+
+        Only for the formats named by a string: read the output of a :class:`BulkWriterFactory` with a
+        ``FileSource`` of the matching reader format (or with pyarrow, fastavro, ...) over :meth:`committed_files`.
+        """
+        if not isinstance(self.format, str):
+            raise ApiUsageError(f"{self.name}.read_committed() reads the formats named by a string "
+                                f"({sorted(WRITERS_BY_FORMAT)}); this sink writes with a {type(self.format).__name__}. "
+                                "Read committed_files() with a FileSource of the matching reader format, or with "
+                                "pyarrow or fastavro.")
         records = []
         for path in self.committed_files():
             with self.fs.open(path, "rb") as f:
@@ -288,21 +294,3 @@ class FileSink(TwoPhaseCommitSink):
                         records.append(json.loads(line) if self.format == "jsonl" else line)
         return records
 
-
-def _json_value(value):
-    """What JSON cannot hold as it is: a named Row as an object, a positional one as an array, else its str."""
-    if isinstance(value, Row):
-        return value.as_dict() if value._fields is not None else list(value)
-    return str(value)
-
-
-class _ParquetPart:
-    """A Parquet part: rows are buffered and written as one table when the part closes."""
-
-    def __init__(self, fs, path: str):
-        self.fs, self.path, self.rows = fs, path, []
-
-    def close(self) -> None:
-        with self.fs.open(self.path, "wb") as f:
-            pq.write_table(pa.Table.from_pylist(self.rows), f)
-        self.rows = []

@@ -8,10 +8,13 @@ positions of the files it now owns, and files nobody knew yet are read from the 
 read exactly once across failures, restores and rescaling.
 
 Formats: ``"jsonl"`` (one JSON value per line), ``"csv"`` (a header line, then rows as dicts), ``"text"``
-(every line as a string, blank ones too), ``"parquet"`` (rows as dicts; the position is the row number). A
-malformed line fails the job with its file and line number; with ``on_malformed="skip"`` it is counted and
-skipped; with ``on_malformed=OutputTag(...)`` it goes, as a :class:`MalformedRecord`, to that side output
-(``stream.get_side_output(tag)``).
+(every line as a string, blank ones too), ``"parquet"`` (rows as dicts; the position is the row number), or a
+:class:`~operators.file_formats.FileRecordFormat` (PyFlink's reader formats, such as ``CsvReaderFormat`` and
+``ParquetColumnarRowInputFormat`` in ``runtime.datastream.formats``; the position is the format's: a row number
+or a byte offset). A malformed line of a line format fails the job with its file and line number; with
+``on_malformed="skip"`` it is counted and skipped; with ``on_malformed=OutputTag(...)`` it goes, as a
+:class:`MalformedRecord`, to that side output (``stream.get_side_output(tag)``). A reader format fails the job
+on a malformed record, naming the file.
 
 >>> source = FileSource("data/*.jsonl", format="jsonl")
 >>> source.bounded
@@ -22,15 +25,13 @@ from __future__ import annotations
 
 import csv
 import datetime
-import itertools
 import json
 import os
 import posixpath
 import time
 from dataclasses import dataclass
 
-import pyarrow.parquet as pq
-
+from operators.file_formats import FileRecordFormat, ParquetRecordFormat, RecordReader
 from operators.sources import Source, SourceReader
 from runtime.errors import ConfigurationError, InputUnreachableError, MalformedRecordError
 from runtime.filesystems import filesystem_for
@@ -41,7 +42,8 @@ from runtime.side_outputs import OutputTag, SideOutputRecord
 __all__ = ["FileSource", "MalformedRecord", "MalformedRecordError"]  # the error lives in runtime.errors
 
 DONE = -1
-_FORMATS = ("jsonl", "csv", "text", "parquet")
+_LINE_FORMATS = ("jsonl", "csv", "text")
+_RECORD_FORMATS = {"parquet": ParquetRecordFormat()}  # formats named by a string that are read record by record
 
 
 @dataclass(frozen=True)
@@ -83,13 +85,19 @@ class FileSource(Source):
     [1000, 1704067201000]
     """
 
-    def __init__(self, path: str, format: str = "jsonl", continuous: bool = False,
+    def __init__(self, path: str, format: "str | FileRecordFormat" = "jsonl", continuous: bool = False,
                  discovery_interval_ms: float = 1000, on_malformed: "str | OutputTag" = "fail",
                  timestamp_field: str | None = None):
-        if format not in _FORMATS:
-            raise ConfigurationError(f"FileSource format must be one of {_FORMATS}, got {format!r}")
+        if not isinstance(format, FileRecordFormat) and format not in _LINE_FORMATS + tuple(_RECORD_FORMATS):
+            raise ConfigurationError(f"FileSource format must be one of {_LINE_FORMATS + tuple(_RECORD_FORMATS)} or "
+                                     f"a FileRecordFormat (such as CsvReaderFormat.for_schema(schema)), got "
+                                     f"{format!r}")
         if not isinstance(on_malformed, OutputTag) and on_malformed not in ("fail", "skip"):
             raise ConfigurationError(f"FileSource on_malformed must be 'fail', 'skip' or an OutputTag, got {on_malformed!r}")
+        if on_malformed != "fail" and format not in _LINE_FORMATS:
+            raise ConfigurationError(f"FileSource on_malformed={on_malformed!r} applies to the line formats "
+                                     f"{_LINE_FORMATS}; {format!r} fails the job on a malformed record. Leave "
+                                     "on_malformed out, or fix the files.")
         self.emits_side_outputs = isinstance(on_malformed, OutputTag)
         self.url = path if "://" in path else "file://" + os.path.abspath(path)
         self.format = format
@@ -101,6 +109,11 @@ class FileSource(Source):
             raise ConfigurationError("FileSource timestamp_field needs records with fields (jsonl, csv or parquet), "
                                      "not text lines: parse them in a map and use assign_timestamps_and_watermarks.")
         self.timestamp_field = timestamp_field
+
+    @property
+    def record_format(self) -> FileRecordFormat | None:
+        """The format that reads each file record by record; None for the line formats."""
+        return self.format if isinstance(self.format, FileRecordFormat) else _RECORD_FORMATS.get(self.format)
 
     def validate(self) -> None:
         """Driver, before launch: the path must be listable (an empty match is fine in continuous mode)."""
@@ -159,8 +172,11 @@ class _FileReader(SourceReader):
         self.subtask = subtask
         self.parallelism = parallelism
         self.fs, _ = filesystem_for(source.url, "FileSource path")
-        self.positions: dict[str, tuple[int, int]] = {}  # path -> (byte offset or DONE, next line number)
-        self.current = None  # (path, file object, header)
+        # path -> (position or DONE, next line number); the position is a byte offset for the line formats,
+        # and the record format's (a row number, a byte offset) otherwise
+        self.positions: dict[str, tuple[int, int]] = {}
+        self.current = None  # [path, file object, header] of a line format; [path, file object, RecordReader]
+        self.record_format = source.record_format
         self.next_discovery = 0.0
         self.skipped = 0
 
@@ -180,8 +196,13 @@ class _FileReader(SourceReader):
         for path in sorted(self.positions):
             offset, line = self.positions[path]
             if offset != DONE:
-                if self.source.format == "parquet":
-                    return [path, self._open_parquet(path, offset), None]
+                if self.record_format is not None:
+                    handle = self.fs.open(path, "rb")
+                    try:
+                        return [path, handle, self.record_format.open(handle, offset, path)]
+                    except BaseException:
+                        handle.close()
+                        raise
                 handle = self.fs.open(path, "rb")
                 header = None
                 if self.source.format == "csv":
@@ -195,33 +216,18 @@ class _FileReader(SourceReader):
                 return path, handle, header
         return None
 
-    def _poll_parquet(self, max_records: int) -> list:
-        path, reader, _ = self.current
-        row, _ = self.positions[path]
-        records: list = []
-        while len(records) < max_records:
-            try:
-                records.extend(next(reader).to_pylist())
-            except StopIteration:
-                self.current[1] = None
-                self.positions[path] = (DONE, row + len(records))
-                self.current = None
-                return records
-        self.positions[path] = (row + len(records), row + len(records))
+    def _poll_records(self, max_records: int) -> list:
+        path, handle, reader = self.current
+        _, count = self.positions[path]
+        records = reader.read(max_records)
+        if records is None:
+            reader.close()
+            handle.close()
+            self.positions[path] = (DONE, count)
+            self.current = None
+            return []
+        self.positions[path] = (reader.position, count + len(records))
         return records
-
-    def _open_parquet(self, path: str, row: int):
-        handle = self.fs.open(path, "rb")
-        batches = pq.ParquetFile(handle).iter_batches(batch_size=256)
-        skip = row
-        pending = []
-        for batch in batches:  # resume at the checkpointed row
-            if skip >= batch.num_rows:
-                skip -= batch.num_rows
-                continue
-            pending.append(batch.slice(skip))
-            break
-        return itertools.chain(pending, batches)
 
     def poll(self, max_records: int) -> list | None:
         records = self._poll(max_records)
@@ -266,8 +272,8 @@ class _FileReader(SourceReader):
                 else:
                     time.sleep(0.005)
                 return []
-        if self.source.format == "parquet":
-            return self._poll_parquet(max_records)
+        if self.record_format is not None:
+            return self._poll_records(max_records)
         path, handle, header = self.current
         offset, line_number = self.positions[path]
         records = []
@@ -321,6 +327,8 @@ class _FileReader(SourceReader):
         self.positions = {path: (offset, line) for path, offset, line in splits if self._owns(path)}
 
     def close(self) -> None:
-        if self.current is not None and hasattr(self.current[1], "close"):
+        if self.current is not None:
+            if isinstance(self.current[2], RecordReader):
+                self.current[2].close()
             self.current[1].close()
         self.current = None

@@ -109,10 +109,6 @@ MISSING_MODULES: dict[str, Absence] = {
         "says which source it is in), or env.from_source(a).union(env.from_source(b)) when order does not matter"),
 }
 
-_BULK = ("bulk formats (Parquet, ORC, Avro) are Flink's Java readers and writers, which Chandy does not run; it "
-         "has its own Parquet support")
-_BULK_INSTEAD = "FileSource(path, format='parquet') and FileSink(path, format='parquet') (rows as dicts)"
-
 # module -> {name: why it is missing}, for modules that exist but lack a few of PyFlink's names
 _ROCKSDB = Absence("PyFlink's PredefinedOptions (RocksDB tuning presets for Flink's JVM RocksDB)",
                    "Chandy sizes RocksDB itself: one block cache and write-buffer budget per worker process",
@@ -131,17 +127,18 @@ MISSING_NAMES: dict[str, dict[str, Absence]] = {
         **dict.fromkeys(["RMQSource", "RMQSink", "RMQConnectionConfig"], _RABBITMQ),
     },
     f"{_PACKAGE}.file_system": {
-        "BulkFormat": Absence("PyFlink's BulkFormat", _BULK, _BULK_INSTEAD),
         **dict.fromkeys(["FileCompactStrategy", "FileCompactor"], Absence(
             "PyFlink's file compaction (FileCompactStrategy, FileCompactor)",
             "Chandy's FileSink does not merge small part files yet",
             "fewer, larger parts: RollingPolicy.on_checkpoint_rolling_policy() and a longer checkpoint interval, "
             "or merge the committed files after the job")),
     },
-    "runtime.common.serialization": {
-        **dict.fromkeys(["BulkWriterFactory", "RowDataBulkWriterFactory"],
-                        Absence("PyFlink's bulk writer factories", _BULK, _BULK_INSTEAD)),
-    },
+    "runtime.table": dict.fromkeys(
+        ["TableEnvironment", "StreamTableEnvironment", "EnvironmentSettings", "TableConfig", "Table",
+         "TableDescriptor", "Schema"],
+        Absence("PyFlink's Table API and SQL", "Chandy is a DataStream engine; of pyflink.table it has DataTypes "
+                "only, for the row types of the file formats",
+                "the DataStream API (runtime.datastream), and Spark SQL for tables on a Spark cluster")),
 }
 
 
@@ -164,16 +161,16 @@ def absent_names(module: str) -> Callable[[str], object]:
     Other unknown names raise the usual ``AttributeError``; so ``from module import Name`` of a listed name
     raises :class:`NotProvidedError`, with its message.
 
-    >>> getattr_ = absent_names("runtime.common.serialization")
+    >>> getattr_ = absent_names("runtime.table")
     >>> try:
-    ...     getattr_("BulkWriterFactory")
+    ...     getattr_("StreamTableEnvironment")
     ... except ImportError as error:
     ...     print(error)
-    Chandy does not provide runtime.common.serialization.BulkWriterFactory (...). Why: ... Instead: ...
+    Chandy does not provide runtime.table.StreamTableEnvironment (PyFlink's Table API and SQL). Why: ... Instead: ...
     >>> getattr_("Nonsense")
     Traceback (most recent call last):
     ...
-    AttributeError: module 'runtime.common.serialization' has no attribute 'Nonsense'
+    AttributeError: module 'runtime.table' has no attribute 'Nonsense'
     """
     missing = MISSING_NAMES[module]
 

@@ -3,8 +3,9 @@
 In PyFlink these wrap Java objects that Flink's Java connectors call; here they are plain Python with the same
 names and constructors, and they do their work themselves (``serialize`` / ``deserialize`` / ``encode``): the
 Kafka connector calls them, and so can your own sources and sinks. The row formats (``JsonRowSerializationSchema``
-and the others of :mod:`runtime.datastream.formats`) can be imported from here too, as older PyFlink programs do;
-bulk writer factories are not provided: importing one raises an ``ImportError`` that says what to use instead.
+and the others of :mod:`runtime.datastream.formats`) can be imported from here too, as older PyFlink programs do.
+A ``BulkWriterFactory`` writes the part files of ``FileSink.for_bulk_format``: the formats of
+:mod:`runtime.datastream.formats` make them (``ParquetBulkWriters.for_row_type(row_type)``, ...).
 
 >>> from runtime.common.serialization import Encoder, SimpleStringSchema
 >>> SimpleStringSchema().deserialize(b"caf\\xc3\\xa9"), Encoder.simple_string_encoder().encode(42)
@@ -15,18 +16,17 @@ from __future__ import annotations
 
 import codecs
 
+from operators.file_formats.base import BulkWriter, BulkWriterFactory
 from runtime.errors import ConfigurationError
-from runtime.not_provided import absent_names
 
 __all__ = ["SerializationSchema", "DeserializationSchema", "SimpleStringSchema", "ByteArraySchema", "Encoder",
-           "SimpleStringEncoder", "RowFieldExtractorSchema"]
+           "SimpleStringEncoder", "RowFieldExtractorSchema", "BulkWriterFactory", "RowDataBulkWriterFactory"]
 
 # PyFlink 1.15 and older had the row formats here; they live in runtime.datastream.formats (which imports this
 # module, so they are looked up when asked for).
 _ROW_FORMATS = {"JsonRowSerializationSchema": "json", "JsonRowDeserializationSchema": "json",
                 "CsvRowSerializationSchema": "csv", "CsvRowDeserializationSchema": "csv",
                 "AvroRowSerializationSchema": "avro", "AvroRowDeserializationSchema": "avro"}
-_absent = absent_names(__name__)
 
 
 def __getattr__(name: str):
@@ -34,7 +34,7 @@ def __getattr__(name: str):
         import importlib
 
         return getattr(importlib.import_module(f"runtime.datastream.formats.{_ROW_FORMATS[name]}"), name)
-    return _absent(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _codec(charset: str, where: str) -> str:
@@ -174,3 +174,29 @@ class SimpleStringEncoder(Encoder):
 
     def __init__(self, charset: str = "UTF-8"):
         super().__init__(charset)
+
+
+class RowDataBulkWriterFactory(BulkWriterFactory):
+    """A :class:`BulkWriterFactory` of rows of a declared row type (PyFlink's name): what
+    ``ParquetBulkWriters.for_row_type``, ``OrcBulkWriters.for_row_type`` and ``CsvBulkWriters.for_schema`` return.
+    It writes with ``writer_factory``; :meth:`get_row_type` is the ``RowType`` its records fit.
+
+    >>> from operators.file_formats import JSON_LINES
+    >>> factory = RowDataBulkWriterFactory(JSON_LINES, "ROW<...>")
+    >>> factory.extension, factory.get_row_type()
+    ('.jsonl', 'ROW<...>')
+    """
+
+    def __init__(self, writer_factory: BulkWriterFactory, row_type):
+        self._writer_factory = writer_factory
+        self._row_type = row_type
+        self.extension = writer_factory.extension
+
+    def create(self, stream) -> BulkWriter:
+        return self._writer_factory.create(stream)
+
+    def get_row_type(self):
+        return self._row_type
+
+    def __repr__(self) -> str:
+        return f"RowDataBulkWriterFactory({self._writer_factory!r}, {self._row_type!r})"

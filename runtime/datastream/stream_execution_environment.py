@@ -479,6 +479,27 @@ class StreamExecutionEnvironment:
         """
         return self.from_source(CollectionSource(list(collection)), "Collection Source", type_info)
 
+    def create_input(self, input_format, type_info: TypeInformation | None = None) -> DataStream:
+        """A bounded stream of what ``input_format`` reads (PyFlink's): ``AvroInputFormat(path, schema)`` of
+        ``runtime.datastream.formats.avro`` reads Avro data files as dicts, exactly once across failures.
+        ``type_info`` defaults to the format's produced type.
+
+        >>> from runtime.datastream.formats.avro import AvroInputFormat, AvroSchema
+        >>> schema = AvroSchema.parse_string('{"type": "record", "name": "User", "fields": []}')
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> users = env.create_input(AvroInputFormat("users/", schema))
+        >>> users.get_name(), users.get_type()
+        ('Custom Source', GenericRecordAvroTypeInfo('User'))
+        """
+        as_source = getattr(input_format, "as_source", None)
+        if not callable(as_source):
+            raise ApiUsageError(f"create_input() expects an input format Chandy provides: AvroInputFormat(path, "
+                                f"schema) (runtime.datastream.formats.avro); got {type(input_format).__name__}. Read "
+                                "other files with env.from_source(FileSource...build(), watermark_strategy, name).")
+        if type_info is None:
+            type_info = input_format.get_produced_type()
+        return self.from_source(as_source(), "Custom Source", type_info)
+
     def from_sequence(self, start: int, end: int, columnar: bool = False) -> DataStream:
         """The integers ``start..end`` inclusive, read in parallel.
 

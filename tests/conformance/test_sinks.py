@@ -1,28 +1,41 @@
 """The two-phase-commit contract, run against every transactional sink (as fsspec's abstract test suites).
 
-Implementations: ``FileSink`` in each format on a local directory and on fsspec's ``memory://``, and
-``MemoryTransactionalSink`` below, a minimal sink that shares nothing with ``FileSink``: the tests are about
-the contract (``TwoPhaseCommitSink`` and the writer that drives it), not about files.
+Implementations: ``FileSink`` in each format (the named ones, and PyFlink's bulk writers: Parquet and ORC of a row
+type, Avro data files, Avro records in Parquet, CSV with a schema) on a local directory and on fsspec's
+``memory://``, and ``MemoryTransactionalSink`` below, a minimal sink that shares nothing with ``FileSink``: the tests
+are about the contract (``TwoPhaseCommitSink`` and the writer that drives it), not about files.
 
 Each implementation has a harness: ``sink()`` makes a validated sink at the test's location, ``restarted(sink)``
 the same sink as another process has it after a crash (pickled: open files and buffers do not travel),
 ``visible()`` what a reader sees, in the sink's order, ``leftovers(sink)`` what the sink still holds of
 uncommitted transactions. Records are chosen per format to read back equal (csv rows are lists of strings,
-parquet and jsonl rows dicts, text lines strings), so the tests compare them as written.
+parquet and jsonl rows dicts, text lines strings, bulk formats' Rows or dicts as an independent reader gives them
+back), so the tests compare them as written.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import pickle
 import posixpath
 import uuid
 
+import fastavro
 import fsspec
+import pyarrow.orc
+import pyarrow.parquet as pq
 import pytest
 
 from operators import FileSink, TransactionStatus
 from operators.two_phase_commit import RecoveredState, TransactionContext, TwoPhaseCommitSink
+from runtime.datastream.formats.avro import AvroBulkWriters, AvroSchema
+from runtime.datastream.formats.csv import CsvBulkWriters, CsvSchema
+from runtime.datastream.formats.orc import OrcBulkWriters
+from runtime.datastream.formats.parquet import AvroParquetWriters, ParquetBulkWriters
 from runtime.errors import OutputCommitError, TransactionStateError
+from runtime.table import DataTypes
+from runtime.types import Row
 
 FORMATS = ("jsonl", "csv", "text", "parquet")
 STORAGES = ("local", "memory")
@@ -114,6 +127,59 @@ class FileSinkHarness:
                 fs.rm(root, recursive=True)
 
 
+_ROW_TYPE = DataTypes.ROW([DataTypes.FIELD("i", DataTypes.BIGINT()), DataTypes.FIELD("name", DataTypes.STRING())])
+_AVRO = AvroSchema.parse_string('{"type": "record", "name": "R", "fields": [{"name": "i", "type": "long"}, '
+                                '{"name": "name", "type": "string"}]}')
+
+
+def _parquet_rows(file) -> list:
+    return [Row(**row) for row in pq.read_table(file).to_pylist()]
+
+
+def _orc_rows(file) -> list:
+    return [Row(**row) for row in pyarrow.orc.read_table(file).to_pylist()]
+
+
+def _csv_rows(file) -> list:
+    return [Row(i=int(i), name=name) for i, name in csv.reader(io.StringIO(file.read().decode()))]
+
+
+# name -> (the writer factory, whether records are dicts (else Rows), an independent reader of one file)
+BULK_FORMATS = {
+    "parquet_rows": (lambda: ParquetBulkWriters.for_row_type(_ROW_TYPE), False, _parquet_rows),
+    "orc": (lambda: OrcBulkWriters.for_row_type(_ROW_TYPE), False, _orc_rows),
+    "csv_schema": (lambda: CsvBulkWriters.for_schema(CsvSchema.builder().add_number_column("i")
+                                                     .add_string_column("name").build()), False, _csv_rows),
+    "avro": (lambda: AvroBulkWriters.for_generic_record(_AVRO), True, lambda file: list(fastavro.reader(file))),
+    "avro_parquet": (lambda: AvroParquetWriters.for_generic_record(_AVRO), True,
+                     lambda file: pq.read_table(file).to_pylist()),
+}
+
+
+class BulkFileSinkHarness(FileSinkHarness):
+    """A ``FileSink`` writing with one of PyFlink's bulk writer factories; what is visible is read from its committed
+    files by pyarrow, fastavro or the csv module."""
+
+    def sink(self, max_part_bytes: int = 128 << 20) -> FileSink:
+        factory, _, _ = BULK_FORMATS[self.format]
+        sink = FileSink(self.url, format=factory(), max_part_bytes=max_part_bytes)
+        sink.validate()
+        return sink
+
+    def records(self, start: int, count: int) -> list:
+        _, dicts, _ = BULK_FORMATS[self.format]
+        return [{"i": i, "name": f"r{i}"} if dicts else Row(i=i, name=f"r{i}") for i in range(start, start + count)]
+
+    def visible(self) -> list:
+        _, _, read = BULK_FORMATS[self.format]
+        sink = self.sink()
+        records = []
+        for path in sink.committed_files():
+            with sink.fs.open(path, "rb") as file:
+                records.extend(read(file))
+        return records
+
+
 class MemorySinkHarness:
     can_retract = False  # the base class's recover() only commits what the checkpoint had pending
     rolls_parts = False
@@ -139,7 +205,8 @@ class MemorySinkHarness:
         MemoryTransactionalSink.STORE.pop(self.namespace, None)
 
 
-IMPLEMENTATIONS = [f"file-{format}-{storage}" for format in FORMATS for storage in STORAGES] + ["memory-sink"]
+IMPLEMENTATIONS = [f"file-{format}-{storage}" for format in FORMATS for storage in STORAGES] + \
+    [f"bulk-{format}-{storage}" for format in BULK_FORMATS for storage in STORAGES] + ["memory-sink"]
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
@@ -147,9 +214,9 @@ def impl(request, tmp_path):
     if request.param == "memory-sink":
         harness = MemorySinkHarness()
     else:
-        _, format, storage = request.param.split("-")
+        kind, format, storage = request.param.split("-")
         url = str(tmp_path / "out") if storage == "local" else f"memory://chandy-conformance-{uuid.uuid4().hex}"
-        harness = FileSinkHarness(format, url)
+        harness = (FileSinkHarness if kind == "file" else BulkFileSinkHarness)(format, url)
     yield harness
     harness.cleanup()
 

@@ -95,7 +95,6 @@ def test_enumerators_and_split_assigners_are_accepted_without_changing_the_sourc
     (lambda: StreamFormat.text_line_format("ISO-8859-1"), "UTF-8 only.*iconv -f ISO-8859-1"),
     (lambda: StreamFormat.text_line_format("no-such-charset"), "unknown charset"),
     (lambda: FileSource.for_record_stream_format(TEXT, "in/").monitor_continuously(Duration.zero()), "positive"),
-    (lambda: FileSource.for_bulk_file_format(object(), "in/"), "format='parquet'"),
 ])
 def test_what_the_source_cannot_honour_is_refused_with_the_fix(call, message):
     with pytest.raises(ConfigurationError, match=message):
@@ -176,8 +175,6 @@ def row_builder():
      "no bucket directories.*base_path_bucket_assigner"),
     (lambda: row_builder().with_output_file_config(OutputFileConfig("_hidden", "")).build(), "not start with"),
     (lambda: row_builder().enable_compact(object(), object()), "does not merge small part files"),
-    (lambda: FileSink.for_bulk_format("out/", object()), "format='parquet'"),
-    (lambda: StreamingFileSink.for_bulk_format("out/", object()), "format='parquet'"),
     (lambda: RollingPolicy.default_rolling_policy(part_size=0), "positive number of bytes"),
     (lambda: RollingPolicy.default_rolling_policy(rollover_interval=0), "positive"),
     (lambda: row_builder().with_bucket_check_interval(-1), "negative"),

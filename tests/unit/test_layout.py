@@ -10,7 +10,7 @@ Layers, bottom to top (a module may import its own layer and those below):
 5. ``runtime.network``
 6. ``runtime.executor``
 7. ``runtime.driver``
-8. ``runtime.datastream`` and ``runtime.common`` (PyFlink's user API)
+8. ``runtime.datastream``, ``runtime.common`` and ``runtime.table`` (PyFlink's user API)
 9. ``runtime.tools`` and the ``runtime`` package itself (the public facade)
 """
 
@@ -32,7 +32,7 @@ LAYERS = [
     ("runtime.network",),
     ("runtime.executor",),
     ("runtime.driver",),
-    ("runtime.datastream", "runtime.common"),
+    ("runtime.datastream", "runtime.common", "runtime.table"),
     ("runtime.tools", "runtime"),
 ]
 PACKAGES = ("runtime", "operators", "state_backends")

@@ -36,9 +36,15 @@ checkpoint completes, in Flink as here: rolling an idle part early would only sp
 file enumerators and split assigners (each file is one split, dealt to a subtask by a stable hash of its
 path; the records read are the same).
 
+Bulk formats (``runtime.datastream.formats``): ``FileSink.for_bulk_format(path, writer_factory)`` writes with
+``ParquetBulkWriters``, ``AvroParquetWriters``, ``OrcBulkWriters``, ``AvroBulkWriters`` or ``CsvBulkWriters``;
+its parts roll at checkpoints only, as in Flink (``RollingPolicy.on_checkpoint_rolling_policy()``, the default
+and the one accepted). ``FileSource.for_bulk_file_format(ParquetColumnarRowInputFormat(row_type), path)`` reads
+Parquet as Rows; ``for_record_stream_format`` also takes ``CsvReaderFormat`` and ``AvroParquetReaders``.
+
 Refused with a :class:`~runtime.errors.ConfigurationError` that says what to do instead, because Chandy
-cannot honour them yet: charsets other than UTF-8, several paths for one source, date-time buckets,
-compaction, and bulk formats (Chandy reads and writes Parquet itself: ``format="parquet"``).
+cannot honour them yet: charsets other than UTF-8, several paths for one source, date-time buckets, and
+compaction.
 
 Differences from PyFlink to know about: a sink built without ``with_bucket_assigner`` writes its parts
 straight under the base path (Flink's default puts them in one directory per hour, ``yyyy-MM-dd--HH``; this is
@@ -53,7 +59,8 @@ import sys
 import warnings
 
 from operators import file_sink, file_source
-from runtime.common.serialization import Encoder
+from operators.file_formats import FileRecordFormat
+from runtime.common.serialization import BulkWriterFactory, Encoder
 from runtime.durations import Duration, to_millis
 from runtime.errors import ApiUsageError, ConfigurationError
 from runtime.not_provided import MISSING_NAMES, absent_names
@@ -62,6 +69,7 @@ __all__ = [
     "FileSource",
     "FileSourceBuilder",
     "StreamFormat",
+    "BulkFormat",
     "FileEnumeratorProvider",
     "FileSplitAssignerProvider",
     "FileSink",
@@ -73,7 +81,7 @@ __all__ = [
     "BucketAssigner",
 ]
 
-__getattr__ = absent_names(__name__)  # BulkFormat, FileCompactStrategy, FileCompactor: say why they are missing
+__getattr__ = absent_names(__name__)  # FileCompactStrategy, FileCompactor: say why they are missing
 
 _DEFAULT_PART_SIZE = 128 << 20  # Flink's DefaultRollingPolicy: 128 MiB, 60 s, 60 s
 _DEFAULT_INTERVAL_MS = 60_000
@@ -87,10 +95,6 @@ def _require_utf8(charset: str, where: str, instead: str) -> None:
                                  "UTF-8: leave the charset out, or pass 'UTF-8'.") from None
     if name != "utf-8":
         raise ConfigurationError(f"{where}({charset!r}): Chandy reads and writes files as UTF-8 only. {instead}")
-
-
-def _refuse_bulk(where: str) -> ConfigurationError:
-    return ConfigurationError(MISSING_NAMES[__name__]["BulkFormat"].message(where))
 
 
 def _positive_millis(span, where: str) -> int:
@@ -144,13 +148,15 @@ class FileSplitAssignerProvider:
 
 
 class StreamFormat:
-    """How a file source turns a file into records (PyFlink's name): :meth:`text_line_format`.
+    """How a file source turns a file into records, one by one (PyFlink's name): :meth:`text_line_format`, and
+    ``CsvReaderFormat.for_schema(schema)``, ``AvroParquetReaders.for_generic_record(schema)`` of
+    ``runtime.datastream.formats``.
 
     >>> StreamFormat.text_line_format()
     StreamFormat.text_line_format()
     """
 
-    def __init__(self, format: str):
+    def __init__(self, format: "str | FileRecordFormat"):
         self.format = format  # the operators.file_source.FileSource format it maps onto
 
     @staticmethod
@@ -172,7 +178,23 @@ class StreamFormat:
         return StreamFormat("text")
 
     def __repr__(self) -> str:
-        return "StreamFormat.text_line_format()"
+        return "StreamFormat.text_line_format()" if self.format == "text" else f"StreamFormat({self.format!r})"
+
+
+class BulkFormat:
+    """How a file source reads a file in batches (PyFlink's name): ``ParquetColumnarRowInputFormat`` of
+    ``runtime.datastream.formats.parquet``, for :meth:`FileSource.for_bulk_file_format`.
+
+    >>> from operators.file_formats import ParquetRecordFormat
+    >>> BulkFormat(ParquetRecordFormat()).format
+    ParquetRecordFormat(DictShape(), batch_size=256)
+    """
+
+    def __init__(self, format: FileRecordFormat):
+        self.format = format  # the operators.file_source.FileSource format it maps onto
+
+    def __repr__(self) -> str:
+        return f"BulkFormat({self.format!r})"
 
 
 class FileSourceBuilder:
@@ -186,7 +208,7 @@ class FileSourceBuilder:
     True
     """
 
-    def __init__(self, stream_format: StreamFormat, path: str):
+    def __init__(self, stream_format: "StreamFormat | BulkFormat", path: str):
         self._format = stream_format.format
         self._path = path
         self._continuous = False
@@ -249,23 +271,37 @@ class FileSource(file_source.FileSource):
     @staticmethod
     def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:
         """A builder of a source reading ``paths`` (one file, directory or glob) record by record."""
+        if isinstance(stream_format, BulkFormat):
+            raise ApiUsageError(f"FileSource.for_record_stream_format(stream_format, path) got the BulkFormat "
+                                f"{stream_format!r}: pass it to FileSource.for_bulk_file_format(bulk_format, path).")
         if not isinstance(stream_format, StreamFormat):
-            raise ApiUsageError(f"FileSource.for_record_stream_format(stream_format, path) expects a StreamFormat "
-                                f"such as StreamFormat.text_line_format(), got {type(stream_format).__name__}")
+            raise ApiUsageError(f"FileSource.for_record_stream_format(stream_format, path) expects a StreamFormat: "
+                                "StreamFormat.text_line_format(), CsvReaderFormat.for_schema(schema) or "
+                                f"AvroParquetReaders.for_generic_record(schema); got {type(stream_format).__name__}")
         return FileSourceBuilder(stream_format, _one_path(paths, "FileSource.for_record_stream_format"))
 
     @staticmethod
-    def for_bulk_file_format(bulk_format, *paths: str) -> FileSourceBuilder:
-        """Refused: bulk formats are Flink's Java readers (read Parquet with ``format="parquet"``).
+    def for_bulk_file_format(bulk_format: BulkFormat, *paths: str) -> FileSourceBuilder:
+        """A builder of a source reading ``paths`` (one file, directory or glob) in batches, with a
+        :class:`BulkFormat`: ``ParquetColumnarRowInputFormat(row_type)`` reads Parquet files as Rows.
 
-        >>> try:
-        ...     FileSource.for_bulk_file_format(None, "data/")
-        ... except ConfigurationError as error:
-        ...     print(error)
-        Chandy does not provide FileSource.for_bulk_file_format (PyFlink's BulkFormat). Why: bulk formats ...
-        Instead: FileSource(path, format='parquet') and FileSink(path, format='parquet') (rows as dicts).
+        >>> from runtime.datastream.formats.parquet import ParquetColumnarRowInputFormat
+        >>> from runtime.table import DataTypes
+        >>> row_type = DataTypes.ROW([DataTypes.FIELD("id", DataTypes.BIGINT())])
+        >>> FileSource.for_bulk_file_format(ParquetColumnarRowInputFormat(row_type), "data/").build().format
+        ParquetRecordFormat(RowShape(['id'], case_sensitive=True, utc_timestamp=False), batch_size=2048)
+        >>> FileSource.for_bulk_file_format(StreamFormat.text_line_format(), "data/")
+        Traceback (most recent call last):
+        ...
+        runtime.errors.ApiUsageError: FileSource.for_bulk_file_format(bulk_format, path) expects a BulkFormat: ...
         """
-        raise _refuse_bulk("FileSource.for_bulk_file_format")
+        if not isinstance(bulk_format, BulkFormat):
+            hint = (" (a StreamFormat: pass it to FileSource.for_record_stream_format)"
+                    if isinstance(bulk_format, StreamFormat) else "")
+            raise ApiUsageError(f"FileSource.for_bulk_file_format(bulk_format, path) expects a BulkFormat: "
+                                f"ParquetColumnarRowInputFormat(row_type), the one Chandy has; got "
+                                f"{type(bulk_format).__name__}{hint}.")
+        return FileSourceBuilder(bulk_format, _one_path(paths, "FileSource.for_bulk_file_format"))
 
 
 # -- FileSink ------------------------------------------------------------------------------------------------
@@ -409,20 +445,15 @@ class OutputFileConfig:
             return OutputFileConfig(self.part_prefix, self.part_suffix)
 
 
-class _RowFormatBuilder:
-    """What the row-format builders of ``FileSink`` and ``StreamingFileSink`` share (as PyFlink's BaseBuilder)."""
+class _Builder:
+    """What the sink builders of ``FileSink`` and ``StreamingFileSink`` share (as PyFlink's BaseBuilder): the sink
+    class, its base path, its format, rolling policy and part names."""
 
-    def __init__(self, sink_class: type, base_path: str, encoder: Encoder):
-        where = f"{sink_class.__name__}.for_row_format"
-        if type(encoder) is not Encoder:  # a subclass's own encode() would never be called: refuse it
-            raise ApiUsageError(f"{where}(base_path, encoder) expects Encoder.simple_string_encoder(), got "
-                                f"{type(encoder).__name__}. To write records another way, turn them into strings with "
-                                "a map first, or use FileSink(path, format='jsonl' or 'csv').")
-        _require_utf8(encoder.charset, "Encoder.simple_string_encoder",
-                      "Use Encoder.simple_string_encoder() (UTF-8), or a sink of your own to write another charset.")
+    def __init__(self, sink_class: type, base_path: str, format, policy: RollingPolicy, where: str):
         self._sink_class = sink_class
         self._base_path = _one_path((base_path,), where)
-        self._policy: RollingPolicy = RollingPolicy.default_rolling_policy()
+        self._format = format  # operators.file_sink.FileSink's: "text", or a BulkWriterFactory
+        self._policy = policy
         self._names = OutputFileConfig.builder().build()
 
     def with_bucket_check_interval(self, interval: int):
@@ -459,9 +490,64 @@ class _RowFormatBuilder:
         return self
 
     def build(self):
-        return self._sink_class(self._base_path, format="text", max_part_bytes=self._policy.max_part_bytes,
+        return self._sink_class(self._base_path, format=self._format, max_part_bytes=self._policy.max_part_bytes,
                                 rollover_interval_ms=self._policy.rollover_interval_ms,
                                 part_prefix=self._names.part_prefix, part_suffix=self._names.part_suffix)
+
+
+class _RowFormatBuilder(_Builder):
+    """A builder of a sink that writes each record with an :class:`~runtime.common.serialization.Encoder`."""
+
+    def __init__(self, sink_class: type, base_path: str, encoder: Encoder):
+        where = f"{sink_class.__name__}.for_row_format"
+        if type(encoder) is not Encoder:  # a subclass's own encode() would never be called: refuse it
+            raise ApiUsageError(f"{where}(base_path, encoder) expects Encoder.simple_string_encoder(), got "
+                                f"{type(encoder).__name__}. To write records another way, turn them into strings with "
+                                "a map first, use FileSink(path, format='jsonl' or 'csv'), or a bulk format "
+                                "(FileSink.for_bulk_format).")
+        _require_utf8(encoder.charset, "Encoder.simple_string_encoder",
+                      "Use Encoder.simple_string_encoder() (UTF-8), or a sink of your own to write another charset.")
+        super().__init__(sink_class, base_path, "text", RollingPolicy.default_rolling_policy(), where)
+
+
+_BULK_WRITERS = ("ParquetBulkWriters.for_row_type(row_type), AvroParquetWriters.for_generic_record(schema), "
+                 "OrcBulkWriters.for_row_type(row_type), AvroBulkWriters.for_generic_record(schema) or "
+                 "CsvBulkWriters.for_schema(schema) (runtime.datastream.formats)")
+
+
+class _BulkFormatBuilder(_Builder):
+    """A builder of a sink that writes its part files with a
+    :class:`~runtime.common.serialization.BulkWriterFactory`; they roll at checkpoints only, as in Flink."""
+
+    def __init__(self, sink_class: type, base_path: str, writer_factory: BulkWriterFactory):
+        where = f"{sink_class.__name__}.for_bulk_format"
+        if not isinstance(writer_factory, BulkWriterFactory):
+            raise ApiUsageError(f"{where}(base_path, writer_factory) expects a BulkWriterFactory: {_BULK_WRITERS}; "
+                                f"got {type(writer_factory).__name__}.")
+        super().__init__(sink_class, base_path, writer_factory, RollingPolicy.on_checkpoint_rolling_policy(), where)
+
+    def with_rolling_policy(self, rolling_policy: RollingPolicy):
+        """Only ``RollingPolicy.on_checkpoint_rolling_policy()`` (the default): a bulk format's part rolls at
+        checkpoints, as in Flink, since a Parquet, ORC or Avro file is complete only once closed."""
+        if isinstance(rolling_policy, RollingPolicy) and not isinstance(rolling_policy, OnCheckpointRollingPolicy):
+            raise ConfigurationError(
+                f"with_rolling_policy({rolling_policy!r}): a bulk-format sink rolls its part files at checkpoints "
+                "only, as in Flink (a Parquet, ORC or Avro file is complete only once it is closed). Use "
+                "RollingPolicy.on_checkpoint_rolling_policy(), the default, and a shorter checkpoint interval for "
+                "smaller parts.")
+        return super().with_rolling_policy(rolling_policy)
+
+
+class _Compaction:
+    """``enable_compact`` and ``disable_compact`` of PyFlink's ``FileSink`` builders."""
+
+    def enable_compact(self, strategy, compactor):
+        """Refused: Chandy's FileSink does not merge part files yet."""
+        raise ConfigurationError(MISSING_NAMES[__name__]["FileCompactor"].message("FileSink compaction"))
+
+    def disable_compact(self):
+        """Accepted: no compaction is what Chandy's FileSink does."""
+        return self
 
 
 class FileSink(file_sink.FileSink):
@@ -482,18 +568,25 @@ class FileSink(file_sink.FileSink):
         return FileSink.RowFormatBuilder(FileSink, base_path, encoder)
 
     @staticmethod
-    def for_bulk_format(base_path: str, writer_factory) -> "FileSink.RowFormatBuilder":
-        """Refused: bulk writers are Flink's Java writers (write Parquet with ``format="parquet"``).
+    def for_bulk_format(base_path: str, writer_factory: BulkWriterFactory) -> "FileSink.BulkFormatBuilder":
+        """A builder of a sink writing its part files under ``base_path`` with ``writer_factory``:
+        ``ParquetBulkWriters.for_row_type(row_type)``, ``OrcBulkWriters``, ``AvroBulkWriters``, ... of
+        ``runtime.datastream.formats``. A part is written whole when it closes, at each checkpoint.
 
-        >>> try:
-        ...     FileSink.for_bulk_format("out/", None)
-        ... except ConfigurationError as error:
-        ...     print(error)
-        Chandy does not provide FileSink.for_bulk_format (PyFlink's BulkFormat). Why: ... Instead: ...
+        >>> from runtime.datastream.formats.parquet import ParquetBulkWriters
+        >>> from runtime.table import DataTypes
+        >>> row_type = DataTypes.ROW([DataTypes.FIELD("word", DataTypes.STRING())])
+        >>> sink = FileSink.for_bulk_format("out/", ParquetBulkWriters.for_row_type(row_type)).build()
+        >>> sink.format, sink.max_part_bytes == sys.maxsize, sink.rollover_interval_ms
+        (RowDataBulkWriterFactory(ParquetWriterFactory(['word']), ROW<word STRING>), True, None)
+        >>> FileSink.for_bulk_format("out/", Encoder.simple_string_encoder())
+        Traceback (most recent call last):
+        ...
+        runtime.errors.ApiUsageError: FileSink.for_bulk_format(base_path, writer_factory) expects a ...
         """
-        raise _refuse_bulk("FileSink.for_bulk_format")
+        return FileSink.BulkFormatBuilder(FileSink, base_path, writer_factory)
 
-    class RowFormatBuilder(_RowFormatBuilder):
+    class RowFormatBuilder(_RowFormatBuilder, _Compaction):
         """Configures a row-format :class:`FileSink`; start with :meth:`FileSink.for_row_format`.
 
         >>> from runtime.common.serialization import Encoder
@@ -509,13 +602,21 @@ class FileSink(file_sink.FileSink):
         yet: ... Use BucketAssigner.base_path_bucket_assigner(), or one FileSink per bucket ...
         """
 
-        def enable_compact(self, strategy, compactor) -> "FileSink.RowFormatBuilder":
-            """Refused: Chandy's FileSink does not merge part files yet."""
-            raise ConfigurationError(MISSING_NAMES[__name__]["FileCompactor"].message("FileSink compaction"))
+    class BulkFormatBuilder(_BulkFormatBuilder, _Compaction):
+        """Configures a bulk-format :class:`FileSink`; start with :meth:`FileSink.for_bulk_format`. Its parts roll
+        at checkpoints only (the one rolling policy accepted).
 
-        def disable_compact(self) -> "FileSink.RowFormatBuilder":
-            """Accepted: no compaction is what Chandy's FileSink does."""
-            return self
+        >>> from runtime.datastream.formats.avro import AvroBulkWriters, AvroSchema
+        >>> schema = AvroSchema.parse_string('{"type": "record", "name": "User", "fields": []}')
+        >>> builder = FileSink.for_bulk_format("out/", AvroBulkWriters.for_generic_record(schema))
+        >>> builder.with_output_file_config(OutputFileConfig("users", ".avro")).disable_compact().build().part_suffix
+        '.avro'
+        >>> builder.with_rolling_policy(RollingPolicy.default_rolling_policy())
+        Traceback (most recent call last):
+        ...
+        runtime.errors.ConfigurationError: with_rolling_policy(RollingPolicy.default_rolling_policy(...)): a bulk-format
+        sink rolls its part files at checkpoints only, ... Use RollingPolicy.on_checkpoint_rolling_policy(), ...
+        """
 
 
 class StreamingFileSink(file_sink.FileSink):
@@ -541,9 +642,10 @@ class StreamingFileSink(file_sink.FileSink):
         return StreamingFileSink.DefaultRowFormatBuilder(StreamingFileSink, base_path, encoder)
 
     @staticmethod
-    def for_bulk_format(base_path: str, writer_factory) -> "StreamingFileSink.DefaultRowFormatBuilder":
-        """Refused, as :meth:`FileSink.for_bulk_format`."""
-        raise _refuse_bulk("StreamingFileSink.for_bulk_format")
+    def for_bulk_format(base_path: str, writer_factory: BulkWriterFactory) \
+            -> "StreamingFileSink.DefaultBulkFormatBuilder":
+        """A builder of a sink writing its part files with ``writer_factory``, as :meth:`FileSink.for_bulk_format`."""
+        return StreamingFileSink.DefaultBulkFormatBuilder(StreamingFileSink, base_path, writer_factory)
 
     class DefaultRowFormatBuilder(_RowFormatBuilder):
         """Configures a row-format :class:`StreamingFileSink`, as :class:`FileSink.RowFormatBuilder` does.
@@ -551,5 +653,15 @@ class StreamingFileSink(file_sink.FileSink):
         >>> from runtime.common.serialization import Encoder
         >>> builder = StreamingFileSink.for_row_format("out/", Encoder.simple_string_encoder())
         >>> builder.with_output_file_config(OutputFileConfig("part", ".txt")) is builder
+        True
+        """
+
+    class DefaultBulkFormatBuilder(_BulkFormatBuilder):
+        """Configures a bulk-format :class:`StreamingFileSink`, as :class:`FileSink.BulkFormatBuilder` does.
+
+        >>> from runtime.datastream.formats.avro import AvroBulkWriters, AvroSchema
+        >>> schema = AvroSchema.parse_string('{"type": "record", "name": "User", "fields": []}')
+        >>> builder = StreamingFileSink.for_bulk_format("out/", AvroBulkWriters.for_generic_record(schema))
+        >>> builder.with_rolling_policy(RollingPolicy.on_checkpoint_rolling_policy()) is builder
         True
         """
