@@ -24,6 +24,7 @@ JOB = textwrap.dedent(f"""
     import os, sys
     from operators import CollectSink, MapFunction, SequenceSource
     from runtime import StreamExecutionEnvironment
+    from tests.integration.paced import FileExists, PacedSource
 
     class SignalCheckpoints(MapFunction):
         def __init__(self, path):
@@ -38,8 +39,12 @@ JOB = textwrap.dedent(f"""
     env = StreamExecutionEnvironment.get_execution_environment().enable_checkpointing(200)
     env.get_checkpoint_config().set_checkpoint_storage(sys.argv[1])
     sink = CollectSink("numbers")
-    # About 6 s of input at 500 records/s: the test interrupts it after its first checkpoint.
-    env.from_source(SequenceSource(0, {N - 1}, records_per_second=500), "numbers").uid("numbers") \\
+    # 500 records per checkpoint, and the end held until the test releases it: the first run is interrupted
+    # after its first checkpoint, whatever the machine's speed; the resumed one reads the rest.
+    here = os.path.dirname(os.path.abspath(sys.argv[1]))
+    numbers = PacedSource(SequenceSource(0, {N - 1}), per_checkpoint=500,
+                          end_when=FileExists(os.path.join(here, "release")), together=os.path.join(here, "paced"))
+    env.from_source(numbers, "numbers").uid("numbers") \\
         .map(SignalCheckpoints(sys.argv[2])).uid("signal").sink_to(sink).uid("sink")
     result = env.execute("ctrl-c")
     print("EXACT" if sorted(result.collected(sink)) == list(range({N})) else "WRONG", flush=True)
@@ -99,6 +104,7 @@ def test_ctrl_c_cancels_prints_how_to_resume_and_the_command_resumes_exactly(tmp
     assert command[:2] == ["CHANDY_RESTORE_JOB=ctrl-c", f"CHANDY_RESTORE_FROM={url}"] and command[2:] == arguments
 
     # The printed command, as a user would paste it: the job resumes from that checkpoint and ends exactly.
+    (tmp_path / "release").touch()
     variables = dict(assignment.split("=", 1) for assignment in command[:2])
     with running(command[2:], tmp_path, variables) as (process, stderr):
         stdout, _ = process.communicate(timeout=300)
