@@ -210,6 +210,10 @@ class TwoPhaseCommitSink(Sink):
         for transaction in state.pending:
             self.commit(transaction)
 
+    def release(self, subtask: int) -> None:
+        """Executor, when subtask ``subtask``'s writer closes (after aborting its open transaction): close the
+        connections this process opened for that subtask. A later commit (a restore, the driver) opens its own."""
+
     def create_writer(self, subtask_index: int, parallelism: int) -> SinkWriter:
         return _TransactionalWriter(self, subtask_index, parallelism)
 
@@ -329,6 +333,7 @@ class _TransactionalWriter(SinkWriter):
                 self.sink.abort(aborted.transaction)
             except Exception:  # the next restore cleans up what abort could not
                 pass
+        self.sink.release(self.subtask)
 
 
 class IdempotentSink(Sink):

@@ -1,7 +1,7 @@
 """The PyFlink modules and names Chandy deliberately lacks, each with why and what to use instead.
 
 Porting a PyFlink program means replacing ``pyflink`` with ``runtime`` in its imports. Where Chandy has no
-counterpart (a JDBC connector, a JVM-only feature), the import still fails, as it must, but with a
+counterpart (a Pulsar connector, a JVM-only feature), the import still fails, as it must, but with a
 :class:`NotProvidedError` (an ``ImportError``) that says what is missing, why, and what to use instead, so the
 porter is never left guessing whether a name was forgotten.
 
@@ -78,7 +78,6 @@ def _connector(name: str, names: str, instead: str) -> Absence:
     return Absence(f"PyFlink's {name} connector: {names}", _JVM_CONNECTOR, f"{instead}; {_FILES}")
 
 
-_JDBC = _connector("JDBC", "JdbcSink, JdbcConnectionOptions, JdbcExecutionOptions", _OWN_SINK)
 _PULSAR = _connector("Pulsar", "PulsarSource, PulsarSink", f"{_OWN_SOURCE}; {_OWN_SINK}")
 _RABBITMQ = _connector("RabbitMQ", "RMQSource, RMQSink, RMQConnectionConfig", f"{_OWN_SOURCE}; {_OWN_SINK}")
 
@@ -89,7 +88,6 @@ MISSING_MODULES: dict[str, Absence] = {
     f"{_PACKAGE}.dynamic_kafka": _connector("dynamic Kafka", "DynamicKafkaSource, KafkaMetadataService",
                                             "KafkaSource from runtime.datastream.connectors.kafka, one per cluster, "
                                             "and union() of their streams"),
-    f"{_PACKAGE}.jdbc": _JDBC,
     f"{_PACKAGE}.kinesis": _connector("Kinesis", "FlinkKinesisConsumer, KinesisStreamsSink, KinesisFirehoseSink",
                                       f"{_OWN_SOURCE}; {_OWN_SINK}"),
     f"{_PACKAGE}.pulsar": _PULSAR,
@@ -122,7 +120,6 @@ MISSING_NAMES: dict[str, dict[str, Absence]] = {
                          "KafkaRecordDeserializationSchema", "KafkaStreamSetSubscriber", "KafkaStreamSubscriber",
                          "StreamPatternSubscriber", "SingleClusterTopicMetadataService"],
                         MISSING_MODULES[f"{_PACKAGE}.dynamic_kafka"]),
-        **dict.fromkeys(["JdbcSink", "JdbcConnectionOptions", "JdbcExecutionOptions"], _JDBC),
         **dict.fromkeys(["PulsarSource", "PulsarSourceBuilder", "StartCursor", "StopCursor"], _PULSAR),
         **dict.fromkeys(["RMQSource", "RMQSink", "RMQConnectionConfig"], _RABBITMQ),
     },
@@ -146,11 +143,11 @@ def refuse_import(module: str) -> None:
     """Raise the :class:`NotProvidedError` of a module that mirrors a PyFlink module Chandy lacks.
 
     >>> try:
-    ...     refuse_import("runtime.datastream.connectors.jdbc")
+    ...     refuse_import("runtime.datastream.connectors.rabbitmq")
     ... except NotProvidedError as error:
     ...     print(error)
-    Chandy does not provide runtime.datastream.connectors.jdbc (PyFlink's JDBC connector: JdbcSink, ...). Why: it
-    is Flink's Java connector ... Instead: write with a sink of your own and stream.sink_to(sink): ...
+    Chandy does not provide runtime.datastream.connectors.rabbitmq (PyFlink's RabbitMQ connector: RMQSource, ...).
+    Why: it is Flink's Java connector ... Instead: read it with a Source of your own ...
     """
     raise MISSING_MODULES[module].error(module, module)
 

@@ -28,6 +28,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.spark)
         if "kafka" in fixtures:
             item.add_marker(pytest.mark.kafka)
+        if "postgres" in fixtures:
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +40,16 @@ def kafka():
     broker = start_broker()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server for the session (tests/postgres_server.py)."""
+    from tests.postgres_server import start_server
+
+    server = start_server()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -42,6 +42,7 @@ NO_EXAMPLES = {
     "operators": "re-exports only: each name's own docstring has an example (test_public_api_has_examples)",
     "state_backends": "re-exports only: each name's own docstring has an example (test_public_api_has_examples)",
     "operators.operator": "abstract operator kinds: their examples are on the subclasses (builtins, columnar, ...)",
+    "operators.jdbc.server_checks": "every function asks a PostgreSQL server: tests/unit/test_jdbc_sink.py runs them",
     "runtime.driver.control_server": PLUMBING,
     "runtime.driver.job": PLUMBING,
     "runtime.driver.launcher": PLUMBING,
@@ -65,7 +66,6 @@ MISSING_ON_PURPOSE = {
     "runtime.datastream.connectors.dynamic_kafka",
     "runtime.datastream.connectors.elasticsearch",
     "runtime.datastream.connectors.hybrid_source",
-    "runtime.datastream.connectors.jdbc",
     "runtime.datastream.connectors.kinesis",
     "runtime.datastream.connectors.pubsub",
     "runtime.datastream.connectors.pulsar",
@@ -177,9 +177,10 @@ NOT_RUN_HERE = {
 }
 
 
-def test_every_readme_block_runs(spark, kafka, tmp_path, monkeypatch, capsys):
+def test_every_readme_block_runs(spark, kafka, postgres, tmp_path, monkeypatch, capsys):
     """The python blocks run in order, each printing what its comments say; then the ``chandy`` command lines.
-    The Kafka block's ``localhost:9092`` is the session's broker (there, unless the port was taken)."""
+    The Kafka block's ``localhost:9092`` is the session's broker (there, unless the port was taken); the
+    PostgreSQL block's URL, user and password are the session's server's."""
     from runtime.tools.cli import main as chandy
 
     monkeypatch.chdir(tmp_path)
@@ -187,6 +188,8 @@ def test_every_readme_block_runs(spark, kafka, tmp_path, monkeypatch, capsys):
     assert len(python_blocks) >= 4
     for number, block in enumerate(python_blocks, 1):
         block = block.replace("localhost:9092", kafka.bootstrap)
+        block = block.replace('"jdbc:postgresql://localhost:5432/postgres", "chandy", "secret"',
+                              f"{postgres.jdbc_url!r}, {postgres.user!r}, {postgres.password!r}")
         exec(compile(block, f"README.md python block {number}", "exec"), {"__name__": f"readme_block_{number}"})
         printed = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
         assert printed == expected_prints(block), f"README python block {number}"

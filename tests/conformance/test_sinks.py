@@ -2,8 +2,12 @@
 
 Implementations: ``FileSink`` in each format (the named ones, and PyFlink's bulk writers: Parquet and ORC of a row
 type, Avro data files, Avro records in Parquet, CSV with a schema) on a local directory and on fsspec's
-``memory://``, and ``MemoryTransactionalSink`` below, a minimal sink that shares nothing with ``FileSink``: the tests
-are about the contract (``TwoPhaseCommitSink`` and the writer that drives it), not about files.
+``memory://``, the exactly-once JDBC sink on the session's PostgreSQL server (``JdbcSink.exactly_once_sink``), and
+``MemoryTransactionalSink`` below, a minimal sink that shares nothing with ``FileSink``: the tests are about the
+contract (``TwoPhaseCommitSink`` and the writer that drives it), not about files.
+
+Sinks whose writes are upserts by key (at-least-once delivery, exact output) have a suite of their own at the end:
+``JdbcSink.upsert_sink`` on PostgreSQL, and a minimal in-memory ``IdempotentSink``.
 
 Each implementation has a harness: ``sink()`` makes a validated sink at the test's location, ``restarted(sink)``
 the same sink as another process has it after a crash (pickled: open files and buffers do not travel),
@@ -26,16 +30,19 @@ import fsspec
 import pyarrow.orc
 import pyarrow.parquet as pq
 import pytest
+from psycopg import sql
 
 from operators import FileSink, TransactionStatus
-from operators.two_phase_commit import RecoveredState, TransactionContext, TwoPhaseCommitSink
+from operators.two_phase_commit import IdempotentSink, RecoveredState, TransactionContext, TwoPhaseCommitSink
+from runtime.common import Types
+from runtime.datastream.connectors.jdbc import JdbcConnectionOptions, JdbcExactlyOnceOptions, JdbcSink
 from runtime.datastream.formats.avro import AvroBulkWriters, AvroSchema
 from runtime.datastream.formats.csv import CsvBulkWriters, CsvSchema
 from runtime.datastream.formats.orc import OrcBulkWriters
 from runtime.datastream.formats.parquet import AvroParquetWriters, ParquetBulkWriters
 from runtime.errors import OutputCommitError, TransactionStateError
 from runtime.table import DataTypes
-from runtime.types import Row
+from runtime.types import Row, RowKind
 
 FORMATS = ("jsonl", "csv", "text", "parquet")
 STORAGES = ("local", "memory")
@@ -205,14 +212,61 @@ class MemorySinkHarness:
         MemoryTransactionalSink.STORE.pop(self.namespace, None)
 
 
+def jdbc_options(server) -> JdbcConnectionOptions:
+    return (JdbcConnectionOptions.JdbcConnectionOptionsBuilder().with_url(server.jdbc_url)
+            .with_driver_name("org.postgresql.Driver").with_user_name(server.user).with_password(server.password)
+            .build())
+
+
+_JDBC_ROW = Types.ROW_NAMED(["i", "name"], [Types.LONG(), Types.STRING()])
+
+
+class PostgresSinkHarness:
+    """``JdbcSink.exactly_once_sink`` into a table of its own; ``position`` keeps the order rows were written in, and
+    what the sink holds is its transactions still prepared on the server or open in this process."""
+
+    can_retract = False  # a restore commits the checkpoint's transactions; committed rows stay committed
+    rolls_parts = False
+
+    def __init__(self, server):
+        self.server = server
+        self.table = server.table("conformance", "position bigserial, i bigint, name text")
+        self.prefix = f"conformance-{uuid.uuid4().hex[:8]}"
+
+    def sink(self, max_part_bytes: int | None = None):
+        sink = JdbcSink.exactly_once_sink(
+            f"insert into {self.table} (i, name) values (?, ?)", _JDBC_ROW, jdbc_options(self.server),
+            exactly_once_options=JdbcExactlyOnceOptions.builder().with_transaction_id_prefix(self.prefix).build())
+        sink.validate()
+        return sink
+
+    def records(self, start: int, count: int) -> list:
+        return [(i, f"r{i}") for i in range(start, start + count)]
+
+    def visible(self) -> list:
+        return self.server.query(f"SELECT i, name FROM {self.table} ORDER BY position")
+
+    def leftovers(self, sink) -> list:
+        held = sink._connections.open if sink._connections is not None else {}
+        return self.server.prepared_transactions(f"chandy:{self.prefix}:") + [f"open {gid}" for gid in held]
+
+    def cleanup(self) -> None:
+        for gid in self.server.prepared_transactions(f"chandy:{self.prefix}:"):  # the server has few of them
+            self.server.query(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
+        self.server.query(f"DROP TABLE {self.table}")
+
+
 IMPLEMENTATIONS = [f"file-{format}-{storage}" for format in FORMATS for storage in STORAGES] + \
-    [f"bulk-{format}-{storage}" for format in BULK_FORMATS for storage in STORAGES] + ["memory-sink"]
+    [f"bulk-{format}-{storage}" for format in BULK_FORMATS for storage in STORAGES] + ["memory-sink"] + \
+    [pytest.param("jdbc-postgres", marks=pytest.mark.postgres)]
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
 def impl(request, tmp_path):
     if request.param == "memory-sink":
         harness = MemorySinkHarness()
+    elif request.param == "jdbc-postgres":
+        harness = PostgresSinkHarness(request.getfixturevalue("postgres"))
     else:
         kind, format, storage = request.param.split("-")
         url = str(tmp_path / "out") if storage == "local" else f"memory://chandy-conformance-{uuid.uuid4().hex}"
@@ -566,3 +620,102 @@ def test_a_rescaled_restore_commits_every_old_subtasks_pending_once(impl):
         writer.close()
     if impl.can_retract:
         assert impl.leftovers(restored_sink) == []
+
+
+# -- sinks whose writes are upserts by key ---------------------------------------------------------------
+# At-least-once delivery: after a restore the records since the checkpoint come again, and the output must not
+# change. Records are (key, value) pairs, or Rows with a row kind where the sink reads a changelog.
+
+
+class MemoryUpsertSink(IdempotentSink):
+    """The smallest upsert sink: a dict per namespace stands for the table."""
+
+    TABLES: dict = {}
+
+    def __init__(self, namespace: str):
+        self.namespace = namespace
+
+    def upsert(self, records: list) -> None:
+        table = self.TABLES.setdefault(self.namespace, {})
+        for record in records:
+            kind = record.get_row_kind() if isinstance(record, Row) else RowKind.INSERT
+            if kind is RowKind.DELETE:
+                table.pop(record[0], None)
+            elif kind is not RowKind.UPDATE_BEFORE:
+                table[record[0]] = record[1]
+
+
+class MemoryUpsertHarness:
+    def __init__(self):
+        self.namespace = uuid.uuid4().hex
+
+    def sink(self):
+        return MemoryUpsertSink(self.namespace)
+
+    def visible(self) -> dict:
+        return dict(MemoryUpsertSink.TABLES.get(self.namespace, {}))
+
+    def cleanup(self) -> None:
+        MemoryUpsertSink.TABLES.pop(self.namespace, None)
+
+
+class PostgresUpsertHarness:
+    def __init__(self, server):
+        self.server = server
+        self.table = server.table("upserts", "k text PRIMARY KEY, v bigint")
+
+    def sink(self):
+        sink = JdbcSink.upsert_sink(self.table, Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LONG()]), ["k"],
+                                    jdbc_options(self.server))
+        sink.validate()
+        return sink
+
+    def visible(self) -> dict:
+        return dict(self.server.query(f"SELECT k, v FROM {self.table}"))
+
+    def cleanup(self) -> None:
+        self.server.query(f"DROP TABLE {self.table}")
+
+
+@pytest.fixture(params=["memory-upsert", pytest.param("jdbc-postgres-upsert", marks=pytest.mark.postgres)])
+def upserting(request):
+    harness = MemoryUpsertHarness() if request.param == "memory-upsert" else \
+        PostgresUpsertHarness(request.getfixturevalue("postgres"))
+    yield harness
+    harness.cleanup()
+
+
+def _row(key: str, value: int, kind: RowKind = RowKind.INSERT) -> Row:
+    row = Row(k=key, v=value)
+    row.set_row_kind(kind)
+    return row
+
+
+def test_a_replay_after_a_restore_leaves_the_output_as_it_was(upserting):
+    sink = upserting.sink()
+    writer = sink.create_writer(0, 1)
+    writer.open(None)
+    writer.write_batch([_row("a", 1), _row("b", 1)])
+    writer.snapshot_state(1)  # what came before the barrier is in the table now
+    assert upserting.visible() == {"a": 1, "b": 1}
+    writer.write_batch([_row("a", 2), _row("c", 1)])
+    # the process dies; the restore replays what came after checkpoint 1, and the job goes on
+    replay = restarted(sink).create_writer(0, 1)
+    replay.open(None)
+    replay.write_batch([_row("a", 2), _row("c", 1)])
+    replay.write_batch([_row("b", 2)])
+    replay.finish()
+    replay.close()
+    writer.close()
+    assert upserting.visible() == {"a": 2, "b": 2, "c": 1}
+
+
+def test_a_changelog_updates_and_deletes_by_key(upserting):
+    writer = upserting.sink().create_writer(0, 1)
+    writer.open(None)
+    writer.write_batch([_row("a", 1), _row("b", 1), _row("a", 1, RowKind.UPDATE_BEFORE),
+                        _row("a", 2, RowKind.UPDATE_AFTER), _row("b", 1, RowKind.DELETE), _row("b", 3)])
+    writer.write_batch([_row("c", 1), _row("c", 1, RowKind.DELETE)])
+    writer.finish()
+    writer.close()
+    assert upserting.visible() == {"a": 2, "b": 3}

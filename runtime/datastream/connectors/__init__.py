@@ -1,20 +1,20 @@
 """PyFlink's ``pyflink.datastream.connectors``: sources and sinks to read and write the world.
 
-Chandy provides Kafka (:mod:`.kafka`), the file connectors (:mod:`.file_system`) and
-:class:`NumberSequenceSource`; PyFlink's other connectors (JDBC, Kinesis, Pulsar, Elasticsearch, Cassandra,
-RabbitMQ, HybridSource ...) are Flink's Java connectors, which Chandy does not run: importing one raises an
-``ImportError`` that says what to use instead (usually a ``Source`` or sink of your own).
+Chandy provides Kafka (:mod:`.kafka`), JDBC to PostgreSQL (:mod:`.jdbc`), the file connectors (:mod:`.file_system`)
+and :class:`NumberSequenceSource`; PyFlink's other connectors (Kinesis, Pulsar, Elasticsearch, Cassandra, RabbitMQ,
+HybridSource ...) are Flink's Java connectors, which Chandy does not run: importing one raises an ``ImportError``
+that says what to use instead (usually a ``Source`` or sink of your own).
 
 >>> from runtime.datastream.connectors import FileSource, NumberSequenceSource, StreamFormat
 >>> FileSource.for_record_stream_format(StreamFormat.text_line_format(), "logs/").build().format
 'text'
 >>> try:
-...     from runtime.datastream.connectors import JdbcSink
+...     from runtime.datastream.connectors import PulsarSource
 ... except ImportError as error:
 ...     print(error)
-Chandy does not provide runtime.datastream.connectors.JdbcSink (PyFlink's JDBC connector: ...).
-Why: it is Flink's Java connector driven through py4j, and Chandy runs no JVM code of a job: ... Instead: write
-with a sink of your own ...
+Chandy does not provide runtime.datastream.connectors.PulsarSource (PyFlink's Pulsar connector: ...).
+Why: it is Flink's Java connector driven through py4j, and Chandy runs no JVM code of a job: ... Instead: read it
+with a Source of your own ...
 """
 
 from runtime.datastream.connectors.base import DeliveryGuarantee, Sink, Source
@@ -30,6 +30,7 @@ from runtime.datastream.connectors.file_system import (
     StreamFormat,
     StreamingFileSink,
 )
+from runtime.datastream.connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSink
 from runtime.datastream.connectors.kafka import FlinkKafkaConsumer, FlinkKafkaProducer, KafkaSource, Semantic
 from runtime.datastream.connectors.number_seq import NumberSequenceSource
 from runtime.not_provided import absent_names
@@ -55,6 +56,9 @@ __all__ = [
     "FlinkKafkaConsumer",
     "FlinkKafkaProducer",
     "Semantic",
+    "JdbcSink",
+    "JdbcConnectionOptions",
+    "JdbcExecutionOptions",
 ]
 
-__getattr__ = absent_names(__name__)  # JdbcSink, PulsarSource, RMQSource ...: say why they are missing
+__getattr__ = absent_names(__name__)  # PulsarSource, RMQSource ...: say why they are missing
