@@ -111,3 +111,21 @@ class ChaosUploadFileSystem(LocalFileSystem):
             handle.flush()
             fire("kill", "during a checkpoint upload")
         return handle
+
+
+def dying_before_commit(sink, directory: str):
+    """``sink`` (a two-phase-commit sink), made to die between pre-commit and commit once, when ``raise-before-commit``
+    or ``kill-before-commit`` is planned in ``directory``: for a database sink, between PREPARE and COMMIT PREPARED."""
+    sink.__class__ = type(f"Dying{type(sink).__name__}", (_DyingBeforeCommit, type(sink)), {})
+    sink.chaos_directory = directory
+    return sink
+
+
+class _DyingBeforeCommit:
+    chaos_directory: str
+
+    def commit(self, transaction):
+        for how in ("raise", "kill"):
+            if consume(self.chaos_directory, f"{how}-before-commit"):
+                fire(how, "between pre-commit and commit")
+        super().commit(transaction)
