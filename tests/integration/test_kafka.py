@@ -169,7 +169,9 @@ def test_event_time_windows_per_partition_fire_past_an_idle_partition_and_stay_e
     client = env.execute_async("kafka-windows")
     try:
         master = client._run
-        wait_for(lambda: master.restarts == 1 and master.coordinator.completed_checkpoints()
+        # restarts counts the restart before the next attempt records what it restored: wait for both
+        wait_for(lambda: master.restarts == 1 and len(master.restored_from) == 2
+                 and master.restored_from[-1] is not None and master.coordinator.completed_checkpoints()
                  and master.coordinator.completed_checkpoints()[-1] > master.restored_from[-1], timeout=240,
                  what="the restart after the kill, and a checkpoint after it")
         kafka.produce(topic, [("tick", "tick", 1_000_000)] * 3, partition_of=lambda i: i)
