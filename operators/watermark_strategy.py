@@ -6,7 +6,7 @@ milliseconds) with a :class:`WatermarkGenerator` (the event time up to which the
 Watermarks are emitted periodically, every ``env.get_config().set_auto_watermark_interval(ms)`` (200 ms by
 default), as Flink does; an operator whose input watermark passes a timer's time fires it.
 
->>> from runtime.durations import Duration
+>>> from runtime.settings.durations import Duration
 >>> strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5))
 ...             .with_timestamp_assigner(lambda event, _: event["ts"]))
 >>> generator = strategy.create_watermark_generator()
@@ -20,7 +20,7 @@ import math
 import numbers
 from typing import Any, Callable
 
-from runtime.durations import to_millis
+from runtime.settings.parsers import parse_duration_ms
 from runtime.errors import ApiUsageError, FunctionContractError
 from runtime.protocol.events import MIN_WATERMARK
 
@@ -166,7 +166,7 @@ class WatermarkStrategy:
 
     Build one with a factory, then ``with_timestamp_assigner`` (unless the source stamps its records):
 
-    >>> from runtime.durations import Duration
+    >>> from runtime.settings.durations import Duration
     >>> strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _: e[0])
     >>> strategy.with_idleness(Duration.of_seconds(30)).idle_timeout_ms
     30000
@@ -196,11 +196,11 @@ class WatermarkStrategy:
         """Records arrive at most ``max_out_of_orderness`` (a ``Duration``, ``Time`` or ms) behind the
         highest timestamp seen.
 
-        >>> from runtime.durations import Duration
+        >>> from runtime.settings.durations import Duration
         >>> WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(250)).description
         'bounded out-of-orderness of 250 ms'
         """
-        bound = to_millis(max_out_of_orderness, "for_bounded_out_of_orderness")
+        bound = parse_duration_ms(max_out_of_orderness, "for_bounded_out_of_orderness")
         if bound < 0:
             raise ApiUsageError(f"for_bounded_out_of_orderness({bound} ms): the bound cannot be negative.")
         return WatermarkStrategy(lambda: BoundedOutOfOrdernessWatermarks(bound),
@@ -272,7 +272,7 @@ class WatermarkStrategy:
         >>> WatermarkStrategy.for_monotonous_timestamps().with_idleness(5_000).idle_timeout_ms
         5000
         """
-        timeout = to_millis(idle_timeout, "with_idleness")
+        timeout = parse_duration_ms(idle_timeout, "with_idleness")
         if timeout <= 0:
             raise ApiUsageError(f"with_idleness({timeout} ms): the idle timeout must be positive.")
         return WatermarkStrategy(self.generator_factory, self.timestamp_assigner, timeout, self.description)

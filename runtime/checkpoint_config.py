@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
-from datetime import timedelta
 from enum import Enum
 
-from runtime.durations import Duration, to_millis
+from runtime.settings.durations import Duration
 from runtime.errors import ApiUsageError, ConfigurationError
+from runtime.settings.parsers import parse_duration_ms
 from runtime.restart_strategies import (
     ExponentialDelayRestartStrategy,
     FailureRateRestartStrategy,
@@ -71,6 +71,14 @@ class ExternalizedCheckpointCleanup(Enum):
 ExternalizedCheckpointRetention = ExternalizedCheckpointCleanup
 
 
+def _span(name: str, value, minimum: float = 0) -> float:
+    """Milliseconds of a span given as milliseconds, a ``Duration``, a ``timedelta`` or a duration string."""
+    millis = parse_duration_ms(value, name, fractional=True)
+    if millis < minimum:
+        raise ConfigurationError(f"{name} must be at least {minimum} ms, got {value!r}")
+    return millis
+
+
 def _positive(name: str, value: float, minimum: float = 0) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or value < minimum:
         raise ConfigurationError(f"{name} must be a number >= {minimum}, got {value!r}")
@@ -109,7 +117,7 @@ class CheckpointConfig:
         return self.interval_ms is not None
 
     def set_checkpoint_interval(self, interval_ms: float) -> "CheckpointConfig":
-        self.interval_ms = _positive("checkpoint interval (ms)", interval_ms, 1)
+        self.interval_ms = _span("checkpoint interval", interval_ms, 1)
         return self
 
     def get_checkpoint_interval(self) -> float | None:
@@ -161,14 +169,14 @@ class CheckpointConfig:
 
     def set_checkpoint_timeout(self, timeout_ms: float) -> "CheckpointConfig":
         """A checkpoint not acknowledged by every subtask within this time is aborted."""
-        self.timeout_ms = _positive("checkpoint timeout (ms)", timeout_ms, 1)
+        self.timeout_ms = _span("checkpoint timeout", timeout_ms, 1)
         return self
 
     def get_checkpoint_timeout(self) -> float:
         return self.timeout_ms
 
     def set_min_pause_between_checkpoints(self, pause_ms: float) -> "CheckpointConfig":
-        self.min_pause_ms = _positive("min pause (ms)", pause_ms)
+        self.min_pause_ms = _span("min pause between checkpoints", pause_ms)
         return self
 
     def get_min_pause_between_checkpoints(self) -> float:
@@ -244,16 +252,11 @@ class CheckpointConfig:
         when its barrier comes later than this after the trigger (Flink's aligned checkpoint timeout; a
         ``Duration``, ``timedelta`` or milliseconds; 0, the default: unaligned from the start).
 
-        >>> from runtime.durations import Duration
+        >>> from runtime.settings.durations import Duration
         >>> CheckpointConfig().set_aligned_checkpoint_timeout(Duration.of_seconds(2)).get_aligned_checkpoint_timeout()
         Duration.of_millis(2000)
         """
-        if isinstance(alignment_timeout, timedelta):
-            alignment_timeout = round(alignment_timeout.total_seconds() * 1000)
-        self.aligned_timeout_ms = to_millis(alignment_timeout, "set_aligned_checkpoint_timeout")
-        if self.aligned_timeout_ms < 0:
-            raise ConfigurationError(f"set_aligned_checkpoint_timeout({alignment_timeout!r}): a timeout must not "
-                                     "be negative (0: unaligned from the start).")
+        self.aligned_timeout_ms = parse_duration_ms(alignment_timeout, "set_aligned_checkpoint_timeout")
         return self
 
     set_alignment_timeout = set_aligned_checkpoint_timeout

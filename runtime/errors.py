@@ -23,6 +23,7 @@ __all__ = [
     "ApiUsageError",
     "UnknownNameError",
     "ConfigurationError",
+    "SettingValueError",
     "JobGraphError",
     "UnpicklableFunctionError",
     "UnsupportedKeyError",
@@ -97,6 +98,16 @@ class ConfigurationError(ChandyError, ValueError):
     """A setting is outside its range (a parallelism of 0, a negative timeout, an unknown format name)."""
 
     retryable = False
+
+
+class SettingValueError(ConfigurationError, ApiUsageError):
+    """A boolean, a duration or a memory size that does not parse (``runtime.settings.parsers``). The same parsers
+    read Configuration keys, Spark confs and API arguments (a window size, a timeout), so the error is both a
+    ConfigurationError and an ApiUsageError: code that catches either kind for a bad value keeps catching it.
+
+    >>> issubclass(SettingValueError, ConfigurationError) and issubclass(SettingValueError, ApiUsageError)
+    True
+    """
 
 
 class JobGraphError(ChandyError, ValueError):

@@ -13,27 +13,23 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import timedelta
 
 from runtime.errors import ConfigurationError
+from runtime.settings.parsers import parse_duration_ms
 
 __all__ = ["RestartStrategy", "FixedDelayRestartStrategy", "FailureRateRestartStrategy",
            "ExponentialDelayRestartStrategy", "NoRestartStrategy", "millis"]
 
 
 def millis(value, name: str) -> float:
-    """A duration given as milliseconds (a number) or a ``datetime.timedelta`` (PyFlink takes both), >= 0.
+    """A restart delay or interval in milliseconds: a number, a ``timedelta``, a ``Duration``, a ``Time`` or a
+    duration string (PyFlink takes the first two), 0 or more; parts of a millisecond are kept.
 
-    >>> millis(timedelta(seconds=2), "delay"), millis(250, "delay")
-    (2000.0, 250)
+    >>> from datetime import timedelta
+    >>> millis(timedelta(seconds=2), "delay"), millis(250, "delay"), millis("1 min", "delay")
+    (2000, 250, 60000)
     """
-    if isinstance(value, timedelta):
-        value = value.total_seconds() * 1000
-    else:
-        value = getattr(value, "to_milliseconds", lambda: value)()  # runtime.durations.Duration / Time
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-        raise ConfigurationError(f"{name} must be a number of milliseconds >= 0 or a timedelta, got {value!r}")
-    return value
+    return parse_duration_ms(value, name, fractional=True)
 
 
 class RestartStrategy:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import time
 from enum import Enum
 
-from runtime.durations import Duration, Time, to_millis
+from runtime.settings.durations import Duration, Time
+from runtime.settings.parsers import parse_duration_ms
 from runtime.errors import ApiUsageError, ConfigurationError
 
 __all__ = ["StateTtlConfig", "wall_clock_ms"]
@@ -132,7 +133,8 @@ class StateTtlConfig:
         return self._cleanup_strategies
 
     def _key(self) -> tuple:
-        return (self._update_type, self._state_visibility, self._ttl_time_characteristic, to_millis(self._ttl),
+        return (self._update_type, self._state_visibility, self._ttl_time_characteristic,
+                parse_duration_ms(self._ttl, "StateTtlConfig ttl"),
                 self._cleanup_strategies)
 
     def __eq__(self, other) -> bool:

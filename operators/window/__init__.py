@@ -1,7 +1,7 @@
 """Window building blocks with Flink's semantics and PyFlink's names: windows, assigners, triggers,
 evictors, the merging window set of session windows, and the window functions' base classes.
 
->>> from runtime.durations import Time
+>>> from runtime.settings.durations import Time
 >>> assigner = TumblingEventTimeWindows.of(Time.minutes(1))
 >>> assigner.assign_windows("click", 90_000, None), assigner.get_default_trigger()
 ([TimeWindow(start=60000, end=120000)], EventTimeTrigger())

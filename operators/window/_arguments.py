@@ -1,5 +1,6 @@
 """Checks of the arguments of window assigners, triggers and evictors, made where the job is declared.
 
+>>> from runtime.settings.durations import Time
 >>> span_millis(Time.seconds(2), "TumblingEventTimeWindows.of", "size"), span_millis(-5, "of", "offset")
 (2000, -5)
 >>> positive_count(0, "CountTrigger.of", "count")
@@ -12,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.durations import Duration, Time
 from runtime.errors import ApiUsageError
+from runtime.settings.parsers import parse_duration_ms
 
 __all__ = ["span_millis", "positive_span", "positive_count", "NO_TIMESTAMP_MESSAGE"]
 
@@ -23,14 +24,9 @@ NO_TIMESTAMP_MESSAGE = ("record has no timestamp: call assign_timestamps_and_wat
 
 
 def span_millis(value: Any, where: str, what: str) -> int:
-    """Milliseconds of a ``Time``, a ``Duration`` or a whole number of milliseconds (which may be negative:
-    offsets are); the caller checks the range."""
-    if isinstance(value, (Time, Duration)):
-        return value.to_milliseconds()
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ApiUsageError(f"{where}(...): the {what} must be a Time, a Duration or a whole number of "
-                            f"milliseconds, got {value!r}.")
-    return value
+    """Milliseconds of a span of time (a ``Time``, a ``Duration``, a ``timedelta``, a whole number of
+    milliseconds or a duration string), which may be negative: offsets are; the caller checks the range."""
+    return parse_duration_ms(value, f"{where}({what})", negative=True)
 
 
 def positive_span(value: Any, where: str, what: str) -> int:

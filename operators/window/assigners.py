@@ -4,7 +4,7 @@ Sizes, slides, offsets and gaps are a ``Time``, a ``Duration`` or a whole number
 where the job is declared. Event-time assigners window by the record's timestamp, processing-time ones by
 the clock of the operator (``context.get_current_processing_time()``).
 
->>> from runtime.durations import Time
+>>> from runtime.settings.durations import Time
 >>> TumblingEventTimeWindows.of(Time.seconds(10)).assign_windows("x", 12_345, None)
 [TimeWindow(start=10000, end=20000)]
 >>> SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5)).assign_windows("x", 12_345, None)
@@ -193,7 +193,7 @@ class TumblingEventTimeWindows(_EventTime, _Tumbling[T]):
     offset)``. ``offset`` shifts the window starts, e.g. ``of(Time.days(1), Time.hours(-8))`` for the days of
     UTC+08:00. Requires ``abs(offset) < size``.
 
-    >>> from runtime.durations import Time
+    >>> from runtime.settings.durations import Time
     >>> hourly = TumblingEventTimeWindows.of(Time.hours(1), Time.minutes(15))
     >>> hourly.size, hourly.slide, hourly.offset, hourly.is_event_time(), hourly.get_default_trigger()
     (3600000, 3600000, 900000, True, EventTimeTrigger())
@@ -219,7 +219,7 @@ class TumblingProcessingTimeWindows(_ProcessingTime, _Tumbling[T]):
 
     >>> class At(WindowAssigner.WindowAssignerContext):
     ...     def get_current_processing_time(self): return 61_000
-    >>> from runtime.durations import Time
+    >>> from runtime.settings.durations import Time
     >>> TumblingProcessingTimeWindows.of(Time.minutes(1)).assign_windows("x", 5, At())
     [TimeWindow(start=60000, end=120000)]
     """
@@ -263,7 +263,7 @@ class SlidingEventTimeWindows(_EventTime, _Sliding[T]):
     in about ``size / slide`` of them, latest start first. As in Flink, a slide larger than the size is
     allowed (elements between windows belong to none); ``abs(offset) < slide`` is required.
 
-    >>> from runtime.durations import Time
+    >>> from runtime.settings.durations import Time
     >>> windows = SlidingEventTimeWindows.of(Time.seconds(3), Time.seconds(1))
     >>> windows.size, windows.slide, windows.offset, windows.assign_windows("x", 2500, None)
     (3000, 1000, 0, [TimeWindow(start=2000, end=5000), TimeWindow(start=1000, end=4000), TimeWindow(start=0, end=3000)])
@@ -418,7 +418,7 @@ class EventTimeSessionWindows(_EventTime, _Sessions[T]):
     """Event-time sessions: an element at ``t`` opens ``[t, t + gap)``, and windows of a key that overlap
     or touch merge, so a session ends after ``gap`` without elements.
 
-    >>> from runtime.durations import Time
+    >>> from runtime.settings.durations import Time
     >>> sessions = EventTimeSessionWindows.with_gap(Time.seconds(30))
     >>> sessions.gap, sessions.assign_windows("x", 1000, None), sessions.get_default_trigger()
     (30000, [TimeWindow(start=1000, end=31000)], EventTimeTrigger())

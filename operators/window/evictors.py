@@ -166,7 +166,7 @@ class TimeEvictor(Evictor):
     def of(window_time, do_evict_after: bool = False) -> "TimeEvictor":
         """An evictor keeping the elements of the last ``window_time`` (``Time``, ``Duration`` or ms).
 
-        >>> from runtime.durations import Time
+        >>> from runtime.settings.durations import Time
         >>> TimeEvictor.of(Time.seconds(1))
         TimeEvictor(1000, do_evict_after=False)
         """

@@ -388,7 +388,7 @@ class ContinuousEventTimeTrigger(_Continuous[T]):
     def of(interval) -> "ContinuousEventTimeTrigger":
         """A trigger firing every ``interval`` (a ``Time``, a ``Duration`` or milliseconds).
 
-        >>> from runtime.durations import Time
+        >>> from runtime.settings.durations import Time
         >>> ContinuousEventTimeTrigger.of(Time.seconds(5))
         ContinuousEventTimeTrigger(5000)
         """

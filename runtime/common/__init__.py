@@ -16,9 +16,9 @@ from runtime.common.serialization import (
     SerializationSchema,
     SimpleStringSchema,
 )
-from runtime.configuration import Configuration
+from runtime.settings.configuration import Configuration
 from runtime.driver.result import JobClient, JobResult, JobStatus
-from runtime.durations import Duration, Time
+from runtime.settings.durations import Duration, Time
 from runtime.types import Row, RowKind, TypeInformation, Types
 
 JobExecutionResult = JobResult  # PyFlink's name for what a finished job returns

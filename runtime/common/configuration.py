@@ -5,6 +5,6 @@
 2
 """
 
-from runtime.configuration import Configuration
+from runtime.settings.configuration import Configuration
 
 __all__ = ["Configuration"]

@@ -5,6 +5,6 @@
 (10000, 60000)
 """
 
-from runtime.durations import Duration, Time
+from runtime.settings.durations import Duration, Time
 
 __all__ = ["Duration", "Time"]

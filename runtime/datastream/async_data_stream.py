@@ -22,8 +22,9 @@ import inspect
 from operators.async_functions import NO_RETRY_STRATEGY, AsyncFunction, AsyncRetryStrategy
 from operators.async_io import AsyncWaitOperator
 from runtime.datastream.data_stream import DataStream, positive_int
-from runtime.durations import Duration, Time
 from runtime.errors import ApiUsageError, ConfigurationError
+from runtime.settings.durations import Duration, Time
+from runtime.settings.parsers import parse_duration_ms
 from runtime.types import TypeInformation
 
 __all__ = ["AsyncDataStream"]
@@ -104,7 +105,7 @@ def _wait(data_stream, async_function, timeout, strategy, capacity, output_type,
                             f"{type(data_stream).__name__}")
     data_stream._require_records(api)
     _check_function(async_function)
-    timeout_ms = _timeout_ms(timeout, api)
+    timeout_ms = parse_duration_ms(timeout, f"{api}(timeout)")
     _check_strategy(strategy, timeout_ms, api)
     capacity = positive_int(capacity, f"{api}(capacity=...)")
     t = data_stream._then("operator", OPERATOR_NAME,
@@ -127,15 +128,6 @@ def _check_function(function) -> None:
             f"{name}.async_invoke must be declared 'async def': AsyncDataStream runs many calls at once on an asyncio "
             "event loop. Write 'async def async_invoke(self, value): ... return [result]'; to call blocking client "
             "code from it, 'await asyncio.to_thread(call, value)'.")
-
-
-def _timeout_ms(timeout, api: str) -> int:
-    if isinstance(timeout, (Time, Duration)):
-        return timeout.to_milliseconds()
-    if isinstance(timeout, bool) or not isinstance(timeout, int):
-        raise ApiUsageError(f"{api}(timeout=...) takes a Time, a Duration or milliseconds, got {timeout!r}: "
-                            "e.g. Time.seconds(10)")
-    return timeout
 
 
 def _check_strategy(strategy, timeout_ms: int, api: str) -> None:

@@ -10,8 +10,8 @@
 
 from __future__ import annotations
 
-from runtime.configuration import Configuration
-from runtime.durations import to_millis
+from runtime.settings.configuration import Configuration
+from runtime.settings.parsers import parse_duration_ms
 
 __all__ = ["ExecutionConfig"]
 
@@ -33,7 +33,7 @@ class ExecutionConfig:
 
     def set_auto_watermark_interval(self, interval) -> "ExecutionConfig":
         """How often sources emit watermarks (ms, or a ``Duration``); 0 turns periodic watermarks off."""
-        self._auto_watermark_interval_ms = to_millis(interval, "set_auto_watermark_interval")
+        self._auto_watermark_interval_ms = parse_duration_ms(interval, "set_auto_watermark_interval")
         return self
 
     def get_auto_watermark_interval(self) -> int:

@@ -16,19 +16,12 @@ from __future__ import annotations
 
 from operators.functions import ProcessJoinFunction
 from operators.interval_join import IntervalJoinOperator
-from runtime.durations import to_millis
 from runtime.errors import ApiUsageError
 from runtime.graph.transformation import Transformation
+from runtime.settings.parsers import parse_duration_ms
 from runtime.types import TypeInformation
 
 __all__ = ["IntervalJoin", "IntervalJoined"]
-
-
-def _signed_millis(bound) -> int:
-    """A join bound in ms: a ``Time`` (which may be negative), a ``Duration``, or an int."""
-    if isinstance(bound, int) and not isinstance(bound, bool):
-        return bound
-    return to_millis(bound, "between")
 
 
 class IntervalJoin:
@@ -47,7 +40,8 @@ class IntervalJoin:
     def between(self, lower_bound, upper_bound) -> "IntervalJoined":
         """Join a left record at ``t`` with the right records of its key in ``[t + lower, t + upper]``
         (``Time``, ``Duration`` or ms; negative bounds reach into the past)."""
-        lower, upper = _signed_millis(lower_bound), _signed_millis(upper_bound)
+        lower, upper = (parse_duration_ms(lower_bound, "between(lower_bound)", negative=True),
+                        parse_duration_ms(upper_bound, "between(upper_bound)", negative=True))
         if lower > upper:
             raise ApiUsageError(f"interval_join(...).between({lower}, {upper}): the lower bound is above the upper "
                                 "one, so nothing could ever join: swap them.")

@@ -25,50 +25,28 @@ from runtime.checkpoint_config import (
     RestartStrategies,
     RestartStrategy,
 )
-from runtime.configuration import Configuration, parse_boolean, parse_duration_ms
 from runtime.datastream.data_stream import DataStream, positive_int
 from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.execution_mode import RuntimeExecutionMode
 from runtime.datastream.flink_options import apply_configuration
-from runtime.datastream.state_backend import (
-    INCREMENTAL_CONF,
-    LOCAL_RECOVERY_CONF,
-    ROCKSDB_LOCAL_DIR_CONF,
-    STATE_BACKEND_CONF,
-    state_backend_named,
-)
-from runtime.driver.control_server import DEBLOAT_TARGET_CONF, HEARTBEAT_TIMEOUT_CONF, UNALIGNED_CONF
+from runtime.datastream.state_backend import STATE_BACKEND_CONF, state_backend_named
 from runtime.driver.coordinator import CheckpointCoordinator
-from runtime.driver.launcher import obtain_spark_session, require_slots
-from runtime.driver.metrics import METRICS_INTERVAL_CONF
-from runtime.driver.progress import PROGRESS_CONF
-from runtime.driver.restore_plan import (
-    ALLOW_NON_RESTORED_CONF,
-    RESTORE_CONF,
-    RESTORE_ENV,
-    RESTORE_JOB_ENV,
-    check_compatible,
-    resolve_restore,
-)
+from runtime.driver.launcher import obtain_spark_session, require_slots, spark_conf_of
+from runtime.driver.restore_plan import RESTORE_ENV, RESTORE_JOB_ENV, check_compatible, resolve_restore
 from runtime.driver.result import JobClient, JobResult
 from runtime.driver.security_settings import resolve_encryption
 from runtime.driver.terminal import resume_hint, show_chandy_logs
-from runtime.driver.web import (
-    DEFAULT_PORT,
-    SPARK_ACLS_CONF,
-    UI_BIND_CONF,
-    UI_ENABLED_CONF,
-    UI_PORT_CONF,
-    UI_REQUIRE_TOKEN_CONF,
-    UI_TOKEN_CONF,
-    DashboardSettings,
-)
+from runtime.driver.web import SPARK_ACLS_CONF, DashboardSettings
 from runtime.errors import ApiUsageError, ConfigurationError, JobGraphError
 from runtime.graph.compile import compile_job_graph
 from runtime.graph.job_graph import CheckpointSettings
 from runtime.graph.transformation import Transformation, with_upstream
 from runtime.keys.key_groups import UPPER_BOUND_MAX_PARALLELISM
 from runtime.restart_strategies import ExponentialDelayRestartStrategy
+from runtime.settings.configuration import Configuration
+from runtime.settings.options import option_named
+from runtime.settings.parsers import parse_duration_ms
+from runtime.settings.resolve import Settings, resolve
 from runtime.types import TypeInformation
 from state_backends.base import StateBackend
 from state_backends.heap import HashMapStateBackend
@@ -152,15 +130,10 @@ class StreamExecutionEnvironment:
         self._execution_config = ExecutionConfig(self)
         self._runtime_mode = RuntimeExecutionMode.STREAMING
         self._executed: list[str] = []  # names of the jobs execute() launched; their transformations are consumed
-        self._savepoint_path: str | None = None  # Flink's execution.savepoint.path: what to restore
-        self._allow_non_restored_state: bool | None = None  # execution.savepoint.ignore-unclaimed-state
-        self._heartbeat_timeout_ms: float | None = None  # heartbeat.timeout (else spark.chandy.heartbeatTimeout)
-        self._debloat_target_ms: float | None = None  # buffer debloating's target (0: off); default 1 s
-        self._ui_port: int | None = None  # rest.port (else spark.chandy.ui.port, else 8081)
-        self._ui_bind_address: str | None = None  # rest.bind-address (else spark.chandy.ui.bindAddress)
-        self._internal_ssl: bool | None = None  # security.ssl.internal.enabled (else spark.chandy.network.encryption)
-        # metrics.fetcher.update-interval (else spark.chandy.metricsInterval): how often slots report (0: never)
-        self._metrics_interval_ms: float | None = None
+        # The Flink keys given to configure(): those read at launch are resolved from here with the Spark conf.
+        self._configuration = Configuration()
+        # Buffer debloating's target in ms (0: off) over whatever the settings say; the benchmarks set it.
+        self._debloat_target_ms: float | None = None
 
     @staticmethod
     def get_execution_environment(configuration=None) -> "StreamExecutionEnvironment":
@@ -225,10 +198,13 @@ class StreamExecutionEnvironment:
         return self._max_parallelism
 
     def set_buffer_timeout(self, timeout_millis: float) -> "StreamExecutionEnvironment":
-        """Longest time a record waits in an output buffer before being sent (latency vs throughput)."""
-        if timeout_millis < 0:
-            raise ConfigurationError(f"buffer timeout must be >= 0 ms, got {timeout_millis!r}")
-        self._buffer_timeout_ms = float(timeout_millis)
+        """Longest time a record waits in an output buffer before being sent (latency vs throughput): ms, a
+        ``Duration``, a ``timedelta`` or a duration string.
+
+        >>> StreamExecutionEnvironment.get_execution_environment().set_buffer_timeout("20 ms").get_buffer_timeout()
+        20.0
+        """
+        self._buffer_timeout_ms = float(parse_duration_ms(timeout_millis, "buffer timeout", fractional=True))
         return self
 
     def get_buffer_timeout(self) -> float:
@@ -562,36 +538,20 @@ class StreamExecutionEnvironment:
         graph = self._compile(job_name, self._max_parallelism)
         batch = self._batch()
         checkpointed = config.is_checkpointing_enabled() and not batch
-        if batch and restore_from not in (None, ""):
-            raise ConfigurationError(f"restore_from={restore_from!r} in BATCH mode: a batch job reads its input "
-                                     "from the start and takes no checkpoints. Restore in STREAMING mode.")
-        if batch and config.is_checkpointing_enabled():
-            log.info("Job '%s' runs in BATCH mode: no checkpoints; a failure runs it again from the start.", job_name)
         storage = CheckpointStorage(config.get_checkpoint_storage(), job_name, config.filesystem)
-        if checkpointed:
-            storage.check_writable()
-        _check_sources_and_sinks(graph)
-        if checkpointed and config.is_unaligned_checkpoints_enabled() \
-                and config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE:
-            _refuse_concurrent_unaligned(config)
-        for path in self._python_files:
-            if "://" not in path and not os.path.exists(path):
-                raise ConfigurationError(f"add_python_file({path!r}): no such file (relative paths are from "
-                                         f"{os.getcwd()}).")
-        if not config.is_checkpointing_enabled() and not batch:
-            _warn_about_sinks_that_commit_on_checkpoints(graph)
+        self._check_before_spark(graph, storage, checkpointed, batch, restore_from)
         if restore_from is None and not batch:
-            restore_from = self._savepoint_path
-        # A checkpoint the program names is read (and a wrong one refused) before Spark starts.
+            # Flink's execution.savepoint.path, read now so that a wrong checkpoint the program names is refused
+            # before Spark starts (the Spark conf's spark.chandy.restoreFrom is known only once it has).
+            named = option_named("restore_from").read(self._configuration.to_dict())
+            restore_from = named[1] if named else None
         restore = resolve_restore(storage, restore_from) if restore_from not in (None, "") else None
-        # Under spark-submit, the session carries spark.chandy.restoreFrom.
         spark = self._spark or obtain_spark_session(graph.slots)
+        settings = resolve(self._configuration, spark_conf_of(spark))  # a bad value fails here, before any Spark job
         if restore_from is None and not batch:
-            restore_from = spark.conf.get(RESTORE_CONF, None)
+            restore_from = settings.restore_from
         if allow_non_restored_state is None:
-            allow_non_restored_state = self._allow_non_restored_state
-        if allow_non_restored_state is None:
-            allow_non_restored_state = str(spark.conf.get(ALLOW_NON_RESTORED_CONF, "false")).lower() == "true"
+            allow_non_restored_state = settings.allow_non_restored_state
         if restore_from is None and not batch and os.environ.get(RESTORE_JOB_ENV, job_name) == job_name:
             restore_from = os.environ.get(RESTORE_ENV)
         if restore is None and restore_from not in (None, ""):
@@ -601,41 +561,15 @@ class StreamExecutionEnvironment:
         max_parallelism = self._max_parallelism
         if max_parallelism is None and restore is not None:
             max_parallelism = restore.checkpoint.max_parallelism  # the checkpoint's key groups, as Flink does
-        checkpointing = None
-        if checkpointed:
-            exactly_once = config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE
-            unaligned = config.is_unaligned_checkpoints_enabled()
-            if str(spark.conf.get(UNALIGNED_CONF, "")).strip().lower() in ("true", "false"):
-                unaligned = str(spark.conf.get(UNALIGNED_CONF)).strip().lower() == "true"
-            if unaligned and not exactly_once:
-                log.warning("Unaligned checkpoints need EXACTLY_ONCE mode (Flink's rule too): this AT_LEAST_ONCE "
-                            "job's checkpoints stay aligned.")
-                unaligned = False
-            if unaligned:
-                _refuse_concurrent_unaligned(config)
-            checkpointing = CheckpointSettings(exactly_once, storage, unaligned, config.aligned_timeout_ms)
-        graph = self._compile(job_name, max_parallelism, checkpointing, _state_backend_from(spark))
-        debloat = self._debloat_target_ms
-        if debloat is None:
-            debloat = spark.conf.get(DEBLOAT_TARGET_CONF, None)
-        if debloat is not None:
-            off = str(debloat).strip().lower() in ("0", "off", "false")
-            graph.debloat_target_ms = None if off else parse_duration_ms(debloat, DEBLOAT_TARGET_CONF)
-        heartbeat = self._heartbeat_timeout_ms or spark.conf.get(HEARTBEAT_TIMEOUT_CONF, None)
-        if heartbeat is not None:
-            graph.heartbeat_timeout_ms = parse_duration_ms(heartbeat, HEARTBEAT_TIMEOUT_CONF)
-        interval = self._metrics_interval_ms
-        if interval is None:
-            interval = spark.conf.get(METRICS_INTERVAL_CONF, None)
-        if interval is not None:
-            off = str(interval).strip().lower() in ("off", "false")
-            graph.metrics_interval_ms = 0 if off else parse_duration_ms(interval, METRICS_INTERVAL_CONF)
+        checkpointing = _checkpoint_settings(config, storage, settings) if checkpointed else None
+        graph = self._compile(job_name, max_parallelism, checkpointing, _state_backend_from(settings))
+        self._tune(graph, settings)
         if restore is not None:
             check_compatible(restore.checkpoint, graph, restore.allow_non_restored_state)
-        encryption = resolve_encryption(spark.conf.get, self._internal_ssl)
+        encryption = resolve_encryption(settings)
         tls = encryption.material(job_name)  # the user's files are read (and checked) here, before the job starts
         coordinator = CheckpointCoordinator(config, storage, graph) if checkpointing is not None else None
-        require_slots(spark, graph.slots)
+        require_slots(spark, graph.slots, wait_ms=settings.slot_wait_ms)
         self._transformations = []  # launched: the streams are consumed (an execute() that failed keeps them)
         self._executed.append(job_name)
         sinks = {node.uid: node.operator.sink for node in graph.operators
@@ -650,31 +584,42 @@ class StreamExecutionEnvironment:
                                                          else "a certificate made for this job") + ")")
             log.info("Job '%s': internal connections are %s: %s", job_name, what, encryption.reason)
         master = JobMaster(graph, spark, sinks, self.get_restart_strategy(), coordinator, restore,
-                           dashboard=self._dashboard_settings(spark), progress=_progress_wanted(spark), tls=tls,
+                           dashboard=_dashboard_settings(settings), progress=_progress_wanted(settings), tls=tls,
                            restart_chosen=self._restart_strategy is not None
                            and not isinstance(self._restart_strategy, FallbackRestartStrategy))
         master.start()
         return JobClient(master)
 
-    def _dashboard_settings(self, spark) -> DashboardSettings:
-        conf = spark.conf
-        enabled = str(conf.get(UI_ENABLED_CONF, "true")).strip().lower() not in ("false", "0", "off", "no")
-        port = self._ui_port
-        if port is None:
-            text = conf.get(UI_PORT_CONF, None)
-            try:
-                port = int(text) if text not in (None, "") else DEFAULT_PORT
-            except ValueError:
-                raise ConfigurationError(f"{UI_PORT_CONF} = {text!r} is not a port number (0..65535; 0: any free "
-                                         "port).") from None
-        require_token = parse_boolean(conf.get(UI_REQUIRE_TOKEN_CONF, None) or "false", UI_REQUIRE_TOKEN_CONF)
-        if not require_token and str(conf.get(SPARK_ACLS_CONF, "false")).strip().lower() == "true":
-            log.info("%s=true: Chandy's REST API cannot check spark.modify.acls / spark.ui.view.acls (it has no user "
-                     "identities: Spark's come from servlet filters it does not run), so it asks for its token for "
-                     "reads as well as actions.", SPARK_ACLS_CONF)
-            require_token = True
-        return DashboardSettings(enabled, port, self._ui_bind_address or conf.get(UI_BIND_CONF, None) or None,
-                                 conf.get(UI_TOKEN_CONF, None) or None, require_token)
+    def _check_before_spark(self, graph, storage: CheckpointStorage, checkpointed: bool, batch: bool,
+                            restore_from) -> None:
+        config = self._checkpoint_config
+        if batch and restore_from not in (None, ""):
+            raise ConfigurationError(f"restore_from={restore_from!r} in BATCH mode: a batch job reads its input "
+                                     "from the start and takes no checkpoints. Restore in STREAMING mode.")
+        if batch and config.is_checkpointing_enabled():
+            log.info("Job '%s' runs in BATCH mode: no checkpoints; a failure runs it again from the start.",
+                     graph.job_name)
+        if checkpointed:
+            storage.check_writable()
+        _check_sources_and_sinks(graph)
+        if checkpointed and config.is_unaligned_checkpoints_enabled() \
+                and config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE:
+            _refuse_concurrent_unaligned(config)
+        for path in self._python_files:
+            if "://" not in path and not os.path.exists(path):
+                raise ConfigurationError(f"add_python_file({path!r}): no such file (relative paths are from "
+                                         f"{os.getcwd()}).")
+        if not config.is_checkpointing_enabled() and not batch:
+            _warn_about_sinks_that_commit_on_checkpoints(graph)
+
+    def _tune(self, graph, settings: Settings) -> None:
+        """What the slots read from the graph: the heartbeat timeout, buffer debloating, the metrics interval."""
+        graph.heartbeat_timeout_ms = settings.heartbeat_timeout_ms
+        debloat = settings.buffer_debloat_target_ms if settings.buffer_debloating else 0
+        if self._debloat_target_ms is not None:
+            debloat = self._debloat_target_ms
+        graph.debloat_target_ms = debloat or None
+        graph.metrics_interval_ms = settings.metrics_interval_ms
 
     def execute(self, job_name: str | None = None, restore_from: int | str | None = None,
                 allow_non_restored_state: bool | None = None) -> JobResult:
@@ -698,9 +643,36 @@ class StreamExecutionEnvironment:
             raise SystemExit(130) from None
 
 
-def _progress_wanted(spark) -> bool:
+def _checkpoint_settings(config: CheckpointConfig, storage: CheckpointStorage,
+                         settings: Settings) -> CheckpointSettings:
+    """The job's checkpointing, with the Spark conf's choice of unaligned checkpoints over the program's."""
+    exactly_once = config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE
+    unaligned = config.is_unaligned_checkpoints_enabled()
+    if settings.unaligned_checkpoints is not None:
+        unaligned = settings.unaligned_checkpoints
+    if unaligned and not exactly_once:
+        log.warning("Unaligned checkpoints need EXACTLY_ONCE mode (Flink's rule too): this AT_LEAST_ONCE "
+                    "job's checkpoints stay aligned.")
+        unaligned = False
+    if unaligned:
+        _refuse_concurrent_unaligned(config)
+    return CheckpointSettings(exactly_once, storage, unaligned, config.aligned_timeout_ms)
+
+
+def _dashboard_settings(settings: Settings) -> DashboardSettings:
+    require_token = settings.ui_require_token
+    if not require_token and settings.spark_says(SPARK_ACLS_CONF):
+        log.info("%s=true: Chandy's REST API cannot check spark.modify.acls / spark.ui.view.acls (it has no user "
+                 "identities: Spark's come from servlet filters it does not run), so it asks for its token for "
+                 "reads as well as actions.", SPARK_ACLS_CONF)
+        require_token = True
+    return DashboardSettings(settings.ui_enabled, settings.ui_port, settings.ui_bind_address, settings.ui_token,
+                             require_token)
+
+
+def _progress_wanted(settings: Settings) -> bool:
     """The live status line: on when stdout is a terminal, unless ``spark.chandy.progress=false``."""
-    if str(spark.conf.get(PROGRESS_CONF, "true")).strip().lower() in ("false", "0", "off", "no"):
+    if not settings.progress:
         return False
     try:
         return sys.stdout.isatty()
@@ -708,13 +680,16 @@ def _progress_wanted(spark) -> bool:
         return False
 
 
-def _state_backend_from(spark) -> StateBackend | None:
+def _state_backend_from(settings: Settings) -> StateBackend | None:
     """The state backend the Spark conf chooses (``spark.chandy.stateBackend``), overriding the job's; None when
     it chooses none."""
-    kind = spark.conf.get(STATE_BACKEND_CONF, None)
-    if not kind:
+    if settings.state_backend is None:
+        ignored = [settings.source(name) for name in ("incremental_checkpoints", "rocksdb_local_dir", "local_recovery")
+                   if settings.source(name)]
+        if ignored:
+            log.warning("%s apply with %s only, which is not set: the job's own state backend runs unchanged. Set "
+                        "%s=hashmap or rocksdb as well.", ", ".join(ignored), STATE_BACKEND_CONF, STATE_BACKEND_CONF)
         return None
-    incremental = str(spark.conf.get(INCREMENTAL_CONF, "false")).strip().lower() == "true"
-    local_recovery = str(spark.conf.get(LOCAL_RECOVERY_CONF, "true")).strip().lower() == "true"
-    return state_backend_named(kind, incremental, spark.conf.get(ROCKSDB_LOCAL_DIR_CONF, None), STATE_BACKEND_CONF,
-                               local_recovery)
+    local_recovery = True if settings.local_recovery is None else settings.local_recovery
+    return state_backend_named(settings.state_backend, bool(settings.incremental_checkpoints),
+                               settings.rocksdb_local_dir, STATE_BACKEND_CONF, local_recovery)

@@ -28,7 +28,7 @@ from operators.window.functions import (
     WindowFunction,
 )
 from operators.window.operator import Aggregate, Elements, Reduce, WindowOperator
-from runtime.durations import to_millis
+from runtime.settings.parsers import parse_duration_ms
 from runtime.errors import ApiUsageError
 from runtime.side_outputs import OutputTag
 from runtime.types import TypeInformation
@@ -84,7 +84,7 @@ class WindowedStream:
     def allowed_lateness(self, time_ms) -> "WindowedStream":
         """Keep a window's state this long (ms, ``Time`` or ``Duration``) after the watermark passed its end: a
         late record within it fires the window again with the record added."""
-        lateness = to_millis(time_ms, "allowed_lateness")
+        lateness = parse_duration_ms(time_ms, "allowed_lateness")
         if lateness < 0:
             raise ApiUsageError(f"allowed_lateness({lateness}): the lateness cannot be negative.")
         self._lateness = lateness

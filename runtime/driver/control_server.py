@@ -30,13 +30,7 @@ from runtime.protocol.messages import (
 )
 from runtime.protocol.wire import ConnectionClosed, MessageSocket
 
-__all__ = ["ControlServer", "SlotDisconnected", "SlotUnresponsive", "HEARTBEAT_TIMEOUT_CONF", "DEBLOAT_TARGET_CONF",
-           "UNALIGNED_CONF"]
-
-HEARTBEAT_TIMEOUT_CONF = "spark.chandy.heartbeatTimeout"  # or Flink's heartbeat.timeout; default 30 s
-# Buffer debloating's target (runtime.network.channels), or "off"; or Flink's taskmanager.network.memory.buffer-debloat.*
-DEBLOAT_TARGET_CONF = "spark.chandy.bufferDebloatTarget"
-UNALIGNED_CONF = "spark.chandy.unalignedCheckpoints"  # true/false; or Flink's execution.checkpointing.unaligned
+__all__ = ["ControlServer", "SlotDisconnected", "SlotUnresponsive"]
 
 log = logging.getLogger(__name__)
 

@@ -65,7 +65,7 @@ from runtime.protocol.messages import (
     SubtaskFinished,
     TriggerCheckpoint,
 )
-from runtime.units import human_bytes
+from runtime.settings.units import human_bytes
 from state_backends.storage import CheckpointStatus, CheckpointStorage, SavepointStorage
 
 __all__ = ["CheckpointCoordinator", "CoordinatorLoop", "SavepointRequest", "CheckpointRequest"]

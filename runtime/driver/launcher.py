@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from runtime.errors import InsufficientSlotsError
+from runtime.settings.options import SPARK_SIGNALS, known_spark_keys, option_named
 
-__all__ = ["obtain_spark_session", "available_slots", "require_slots", "BarrierStage", "StageCompleted",
-           "StageFailed"]
+__all__ = ["obtain_spark_session", "spark_conf_of", "available_slots", "require_slots", "BarrierStage",
+           "StageCompleted", "StageFailed"]
 
 log = logging.getLogger(__name__)
 
-SLOT_WAIT_CONF = "spark.chandy.slotWaitSeconds"
+_SLOT_WAIT = option_named("slot_wait_ms")
 
 
 def obtain_spark_session(slots_needed: int):
@@ -51,6 +52,17 @@ def obtain_spark_session(slots_needed: int):
     return builder.getOrCreate()
 
 
+def spark_conf_of(spark) -> dict[str, str]:
+    """The session's conf as a mapping: its runtime conf (which starts from the SparkContext's and holds what
+    ``spark.conf.set`` changed since). A stand-in without ``getAll`` is asked for the keys Chandy knows."""
+    conf = spark.conf
+    try:
+        return dict(conf.getAll)
+    except (AttributeError, TypeError):
+        keys = sorted(known_spark_keys()) + [key for key, _ in SPARK_SIGNALS]
+        return {key: conf.get(key, None) for key in keys if conf.get(key, None) is not None}
+
+
 def available_slots(spark) -> int:
     """Tasks the cluster can run at once now, as Spark's own barrier check counts them."""
     jsc = spark.sparkContext._jsc.sc()
@@ -58,17 +70,20 @@ def available_slots(spark) -> int:
     return int(jsc.maxNumConcurrentTasks(profile))
 
 
-def require_slots(spark, needed: int, stop: Callable[[], bool] = lambda: False) -> bool:
+def require_slots(spark, needed: int, stop: Callable[[], bool] = lambda: False, wait_ms: int | None = None) -> bool:
     """Return True once ``needed`` slots exist, False if ``stop()`` became true while waiting; raise
     :class:`InsufficientSlotsError` otherwise.
 
-    On a local master the answer is immediate; on a cluster, executors may still be starting, so we wait
-    up to ``spark.chandy.slotWaitSeconds`` (default 60).
+    On a local master the answer is immediate; on a cluster, executors may still be starting, so we wait up to
+    ``wait_ms`` (the job's ``Settings.slot_wait_ms``; None: ``spark.chandy.slotWaitSeconds`` read from the
+    session, for a restart, whose value the launch already checked).
     """
     sc = spark.sparkContext
     master = sc.master
-    wait = 0.0 if master.startswith("local[") or master == "local" else float(
-        sc.getConf().get(SLOT_WAIT_CONF, "60"))
+    if wait_ms is None:
+        text = spark_conf_of(spark).get(_SLOT_WAIT.spark_key)
+        wait_ms = _SLOT_WAIT.parse(text, _SLOT_WAIT.spark_key) if text else _SLOT_WAIT.default
+    wait = 0.0 if master.startswith("local[") or master == "local" else wait_ms / 1000
     deadline = time.monotonic() + wait
     while True:
         slots = available_slots(spark)

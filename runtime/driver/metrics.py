@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from runtime.graph.job_graph import JobGraph
 from runtime.protocol.events import MAX_WATERMARK, MIN_WATERMARK
 from runtime.protocol.messages import MetricsReport, SubtaskMetrics
+from runtime.settings.options import option_named
 
 __all__ = ["JobMetrics", "OperatorMetrics", "SubtaskView", "backpressure_level", "METRICS_INTERVAL_CONF"]
 
-# How often slots report (a duration; "0" or "off": never). Or Flink's metrics.fetcher.update-interval.
-METRICS_INTERVAL_CONF = "spark.chandy.metricsInterval"
+METRICS_INTERVAL_CONF = option_named("metrics_interval_ms").spark_key
 
 HISTORY_SAMPLES = 600  # one per second: the last ten minutes
 # Flink's thresholds for the back pressure level of a subtask (its ratio of time waiting for output).

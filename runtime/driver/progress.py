@@ -19,11 +19,10 @@ import sys
 import threading
 import time
 
-from runtime.units import human_bytes, human_count
+from runtime.settings.units import human_bytes, human_count
 
-__all__ = ["ProgressLine", "status_line", "PROGRESS_CONF", "active_line"]
+__all__ = ["ProgressLine", "status_line", "active_line"]
 
-PROGRESS_CONF = "spark.chandy.progress"
 _CLEAR = "\r\x1b[K"
 
 _active_lock = threading.Lock()

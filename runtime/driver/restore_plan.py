@@ -37,6 +37,7 @@ from runtime.protocol.checkpoints import (
     CompletedCheckpoint,
     RestoreSpec,
 )
+from runtime.settings.options import option_named
 from state_backends.storage import CheckpointStatus, CheckpointStorage
 
 __all__ = ["RESTORE_CONF", "ALLOW_NON_RESTORED_CONF", "RESTORE_ENV", "RESTORE_JOB_ENV", "RestorePoint",
@@ -44,8 +45,8 @@ __all__ = ["RESTORE_CONF", "ALLOW_NON_RESTORED_CONF", "RESTORE_ENV", "RESTORE_JO
 
 log = logging.getLogger(__name__)
 
-RESTORE_CONF = "spark.chandy.restoreFrom"
-ALLOW_NON_RESTORED_CONF = "spark.chandy.allowNonRestoredState"
+RESTORE_CONF = option_named("restore_from").spark_key
+ALLOW_NON_RESTORED_CONF = option_named("allow_non_restored_state").spark_key
 RESTORE_ENV = "CHANDY_RESTORE_FROM"  # the same for a program started with python (the conf wins) ...
 RESTORE_JOB_ENV = "CHANDY_RESTORE_JOB"  # ... for the job of this name only, when set
 _CHK_PATH = re.compile(r"^(?P<parent>.*)/chk-(?P<id>\d+)/?(_metadata)?$")

@@ -11,11 +11,11 @@ Every internal connection is authenticated whatever these say (:mod:`runtime.net
   the key unencrypted), with ``spark.chandy.network.tls.trustedCertificates`` (PEM, default: the certificate):
   the user's own material. Without them each job makes its own key and self-signed certificate.
 
->>> conf = {"spark.network.crypto.enabled": "true"}
->>> settings = resolve_encryption(conf.get, None)
+>>> from runtime.settings import resolve
+>>> settings = resolve_encryption(resolve({}, {"spark.network.crypto.enabled": "true"}))
 >>> settings.encrypt, settings.reason
 (True, 'spark.network.crypto.enabled=true (Spark encrypts its RPC): Chandy encrypts its own connections too; set spark.chandy.network.encryption=false to leave them unencrypted')
->>> resolve_encryption({}.get, None).encrypt
+>>> resolve_encryption(resolve({}, {})).encrypt
 False
 """
 
@@ -25,22 +25,22 @@ import socket
 import threading
 from dataclasses import dataclass
 
-from runtime.configuration import parse_boolean
 from runtime.errors import AuthenticationError, ConfigurationError
 from runtime.network.security import ConnectionSecurity
 from runtime.network.tls import TlsMaterial, job_certificate, material_from_files
+from runtime.settings.options import SPARK_SIGNALS, option_named
+from runtime.settings.resolve import Settings
 
 __all__ = ["EncryptionSettings", "resolve_encryption", "ENCRYPTION_CONF", "TLS_CERTIFICATE_CONF", "TLS_KEY_CONF",
            "TLS_TRUSTED_CONF", "FLINK_INTERNAL_SSL"]
 
-ENCRYPTION_CONF = "spark.chandy.network.encryption"
-TLS_CERTIFICATE_CONF = "spark.chandy.network.tls.certificate"
-TLS_KEY_CONF = "spark.chandy.network.tls.privateKey"
-TLS_TRUSTED_CONF = "spark.chandy.network.tls.trustedCertificates"
-FLINK_INTERNAL_SSL = "security.ssl.internal.enabled"
+ENCRYPTION_CONF = option_named("network_encryption").spark_key
+FLINK_INTERNAL_SSL = option_named("network_encryption").flink_keys[0]
+TLS_CERTIFICATE_CONF = option_named("tls_certificate").spark_key
+TLS_KEY_CONF = option_named("tls_private_key").spark_key
+TLS_TRUSTED_CONF = option_named("tls_trusted_certificates").spark_key
 NOT_ASKED = "not asked for"
-_SPARK_SIGNALS = (("spark.network.crypto.enabled", "Spark encrypts its RPC"),
-                  ("spark.ssl.enabled", "Spark uses TLS"))
+_ENCRYPTION_SIGNALS = tuple((key, why) for key, why in SPARK_SIGNALS if key != "spark.acls.enable")
 
 
 @dataclass(frozen=True)
@@ -68,21 +68,18 @@ class EncryptionSettings:
         return material
 
 
-def resolve_encryption(conf_get, flink_setting: bool | None) -> EncryptionSettings:
-    """Decide from the Spark conf (``conf_get(key, default)``) and Flink's ``security.ssl.internal.enabled``
-    (None when the job's Configuration does not set it). ConfigurationError for a value that does not parse, or
-    for half of the user's key material."""
-    explicit = conf_get(ENCRYPTION_CONF, None)
-    signals = [(key, why) for key, why in _SPARK_SIGNALS if _is_true(conf_get(key, None), key)]
-    if explicit not in (None, ""):
-        encrypt = parse_boolean(explicit, ENCRYPTION_CONF)
-        reason = f"{ENCRYPTION_CONF}={str(explicit).strip().lower()}"
-        if not encrypt and signals:
+def resolve_encryption(settings: Settings) -> EncryptionSettings:
+    """Decide from the job's resolved settings: ``spark.chandy.network.encryption``, else Flink's
+    ``security.ssl.internal.enabled``, else Spark's own encryption settings. ConfigurationError for half of the
+    user's key material."""
+    signals = [(key, why) for key, why in _ENCRYPTION_SIGNALS if settings.spark_says(key)]
+    source = settings.source("network_encryption")
+    if source is not None:
+        encrypt = settings.network_encryption
+        reason = f"{source}={str(encrypt).lower()}"
+        if source == ENCRYPTION_CONF and not encrypt and signals:
             reason += (f" although {signals[0][0]}=true ({signals[0][1]}): Chandy's own connections are "
                        "authenticated but not encrypted")
-    elif flink_setting is not None:
-        encrypt = flink_setting
-        reason = f"{FLINK_INTERNAL_SSL}={str(flink_setting).lower()}"
     elif signals:
         encrypt = True
         key, why = signals[0]
@@ -90,8 +87,8 @@ def resolve_encryption(conf_get, flink_setting: bool | None) -> EncryptionSettin
                   "leave them unencrypted")
     else:
         encrypt, reason = False, NOT_ASKED
-    certificate, key_file = conf_get(TLS_CERTIFICATE_CONF, None), conf_get(TLS_KEY_CONF, None)
-    trusted = conf_get(TLS_TRUSTED_CONF, None) or None
+    certificate, key_file = settings.tls_certificate, settings.tls_private_key
+    trusted = settings.tls_trusted_certificates
     files = None
     if certificate or key_file:
         if not (certificate and key_file):
@@ -104,15 +101,6 @@ def resolve_encryption(conf_get, flink_setting: bool | None) -> EncryptionSettin
         raise ConfigurationError(f"{TLS_TRUSTED_CONF} is set without {TLS_CERTIFICATE_CONF} and {TLS_KEY_CONF}: "
                                  "trusted certificates only make sense with a certificate of your own.")
     return EncryptionSettings(encrypt, files, reason)
-
-
-def _is_true(value, key: str) -> bool:
-    if value in (None, ""):
-        return False
-    try:
-        return parse_boolean(value, key)
-    except ConfigurationError:  # Spark's setting, Spark's to judge: for us only "true" is a signal
-        return False
 
 
 def _check_handshake(material: TlsMaterial, files: tuple[str, str, str | None]) -> None:

@@ -3,20 +3,19 @@
 PyFlink has both: ``Duration`` (``pyflink.common.Duration``, Java's) for watermark strategies and timeouts,
 ``Time`` (``pyflink.common.time.Time``) for window sizes. Both are exact integers of milliseconds here;
 ``Duration`` keeps nanoseconds too, since Java's does. Everything in Chandy that takes a span of time takes
-either, or a plain number of milliseconds.
+either, or a plain number of milliseconds, a ``timedelta`` or a duration string
+(:func:`runtime.settings.parsers.parse_duration_ms` reads them all).
 
 >>> Duration.of_seconds(5).to_milliseconds(), Time.minutes(1).to_milliseconds()
 (5000, 60000)
 >>> Duration.of_millis(1500) == Duration.of_seconds(1).plus(Duration.of_millis(500))
 True
->>> to_millis(Time.seconds(2)), to_millis(250)
-(2000, 250)
 >>> Time.hours(-8)   # a negative span: a window offset, an interval-join bound (a size must be positive)
 Time.milliseconds(-28800000)
->>> to_millis(-1, "set_auto_watermark_interval")
+>>> Duration.of_seconds(-1)
 Traceback (most recent call last):
 ...
-runtime.errors.ConfigurationError: set_auto_watermark_interval(-1): a span of time must not be negative.
+runtime.errors.ConfigurationError: Duration.of_seconds(-1): a span of time must not be negative.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 
 from runtime.errors import ConfigurationError
 
-__all__ = ["Duration", "Time", "to_millis"]
+__all__ = ["Duration", "Time"]
 
 _NANOS_PER_MILLI = 1_000_000
 
@@ -130,9 +129,3 @@ def _whole(value, where: str, signed: bool = False) -> int:
         raise ConfigurationError(f"{where}({value!r}): a span of time must not be negative.")
     return value
 
-
-def to_millis(span, where: str = "a span of time") -> int:
-    """Milliseconds of a ``Duration``, a ``Time`` or a whole number of milliseconds."""
-    if isinstance(span, (Duration, Time)):
-        return span.to_milliseconds()
-    return _whole(span, where)

@@ -29,7 +29,7 @@ import urllib.parse
 import urllib.request
 
 from runtime.errors import JobControlError
-from runtime.units import human_bytes, human_count
+from runtime.settings.units import human_bytes, human_count
 
 __all__ = ["parse_url", "token_of", "jobs", "status", "cancel", "trigger_checkpoint", "DEFAULT_URL", "TOKEN_ENV"]
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from runtime.durations import to_millis
+from runtime.settings.parsers import parse_duration_ms
 from runtime.errors import StateUsageError
 from state_backends.base import (
     AggregatingState,
@@ -104,7 +104,7 @@ class _TtlState(_HeapState):
     def __init__(self, backend, descriptor, config: StateTtlConfig):
         super().__init__(backend, descriptor)
         self.config = config
-        self._ttl_ms = to_millis(config.get_ttl())
+        self._ttl_ms = parse_duration_ms(config.get_ttl(), "StateTtlConfig ttl")
         self._refresh_on_read = config.get_update_type() is StateTtlConfig.UpdateType.OnReadAndWrite
         self._return_expired = (config.get_state_visibility()
                                 is StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import pickle
 from typing import Any, Iterable
 
-from runtime.durations import to_millis
+from runtime.settings.parsers import parse_duration_ms
 from runtime.errors import UnpicklableStateError
 from state_backends.base import (
     AggregatingState,
@@ -76,7 +76,7 @@ class _RocksDBState:
         self._sid = column.sid  # this state's rows start with it
         config = descriptor.ttl_config if descriptor.has_ttl else None
         self.config = config
-        self._ttl_ms = None if config is None else to_millis(config.get_ttl())
+        self._ttl_ms = None if config is None else parse_duration_ms(config.get_ttl(), "StateTtlConfig ttl")
         self._refresh_on_read = (config is not None
                                  and config.get_update_type() is StateTtlConfig.UpdateType.OnReadAndWrite)
         self._return_expired = (config is not None and config.get_state_visibility()

@@ -5,7 +5,9 @@ import logging
 import pytest
 
 from runtime import CheckpointingMode, StreamExecutionEnvironment
-from runtime.configuration import Configuration, parse_duration_ms
+from runtime.configuration import Configuration
+from runtime.settings import resolve
+from runtime.settings.parsers import parse_duration_ms
 from runtime.errors import ConfigurationError
 
 
@@ -48,7 +50,7 @@ def test_no_restart_and_configure_on_an_existing_environment():
     ("parallelism.default", "many", "not an integer"),
     ("execution.checkpointing.mode", "SOMETIMES", "EXACTLY_ONCE"),
     ("restart-strategy.type", "sometimes", "'fixed-delay', 'failure-rate', 'exponential-delay' and 'none'"),
-    ("state.backend.type", "leveldb", "'hashmap' .* and 'rocksdb'"),
+    ("state.backend.type", "leveldb", "'leveldb' is not a state backend: write 'hashmap' .* or 'rocksdb'"),
     ("execution.runtime-mode", "BATCHED", "one of STREAMING, BATCH, AUTOMATIC"),
     ("rest.port", "70000", "a port number, 0..65535"),
     ("metrics.fetcher.update-interval", "often", "not a duration"),
@@ -86,17 +88,16 @@ def test_durations_are_read_as_flink_writes_them(text, millis):
 
 
 def test_flinks_rest_keys_set_the_dashboards_port_and_address_and_the_metrics_interval():
+    from runtime.datastream.stream_execution_environment import _dashboard_settings
+
     config = (Configuration().set_string("rest.port", "9091").set_string("rest.bind-address", "0.0.0.0")
               .set_string("metrics.fetcher.update-interval", "5 s"))
     env = StreamExecutionEnvironment.get_execution_environment(config)
-
-    class Conf:
-        def get(self, key, default=None):
-            return {"spark.chandy.ui.port": "7000"}.get(key, default)
-
-    settings = env._dashboard_settings(type("Spark", (), {"conf": Conf()})())
-    assert (settings.enabled, settings.port, settings.bind_address) == (True, 9091, "0.0.0.0"), "Flink's keys win"
-    assert env._metrics_interval_ms == 5000
-    plain = StreamExecutionEnvironment.get_execution_environment()._dashboard_settings(
-        type("Spark", (), {"conf": Conf()})())
+    spark_conf = {"spark.chandy.ui.port": "7000"}
+    settings = resolve(env._configuration, spark_conf)
+    dashboard = _dashboard_settings(settings)
+    assert (dashboard.enabled, dashboard.port, dashboard.bind_address) == (True, 9091, "0.0.0.0"), "Flink's keys win"
+    assert settings.metrics_interval_ms == 5000
+    plain = _dashboard_settings(resolve(StreamExecutionEnvironment.get_execution_environment()._configuration,
+                                        spark_conf))
     assert (plain.port, plain.bind_address) == (7000, None), "else the Spark conf, else 8081 on the driver's host"

@@ -30,7 +30,7 @@ from runtime.datastream.connectors import (
     StreamFormat,
     StreamingFileSink,
 )
-from runtime.durations import Duration, Time
+from runtime.settings.durations import Duration, Time
 from runtime.errors import ApiUsageError, ConfigurationError
 from runtime.not_provided import MISSING_MODULES, MISSING_NAMES, NotProvidedError
 from runtime.types import Row

@@ -91,19 +91,6 @@ def test_openapi_describes_every_route_the_server_answers(server):
     assert served == set(PATHS)
 
 
-class _Conf:
-    def __init__(self, values):
-        self.values = values
-
-    def get(self, key, default=None):
-        return self.values.get(key, default)
-
-
-class _Spark:
-    def __init__(self, **values):
-        self.conf = _Conf(values)
-
-
 class _Stdout:
     def __init__(self, tty):
         self.tty = tty
@@ -117,8 +104,10 @@ class _Stdout:
 def test_the_status_line_shows_only_on_a_terminal_and_not_when_turned_off(monkeypatch, tty, conf, wanted):
     from runtime.datastream import stream_execution_environment as module
 
+    from runtime.settings import resolve
+
     monkeypatch.setattr(module.sys, "stdout", _Stdout(tty))
-    assert module._progress_wanted(_Spark(**conf)) is wanted
+    assert module._progress_wanted(resolve({}, conf)) is wanted
 
 
 def test_the_status_line_is_cleared_before_a_log_line_and_stays_at_the_end():

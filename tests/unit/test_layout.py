@@ -2,7 +2,8 @@
 
 Layers, bottom to top (a module may import its own layer and those below):
 
-0. shared leaves at the root of ``runtime``: errors, ids, types, side outputs, checkpoint settings, units
+0. shared leaves: at the root of ``runtime`` (errors, ids, types, side outputs, checkpoint settings) and
+   ``runtime.settings`` (parsers, the option table, Configuration, durations, units)
 1. ``runtime.keys`` (key groups, stable hash) and ``runtime.protocol`` (messages, events, checkpoints)
 2. ``state_backends``
 3. ``operators``
@@ -23,8 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 LAYERS = [
     ("runtime.errors", "runtime.ids", "runtime.types", "runtime.side_outputs", "runtime.gc_pause",
-     "runtime.filesystems", "runtime.checkpoint_config", "runtime.durations",
-     "runtime.configuration", "runtime.not_provided", "runtime.restart_strategies", "runtime.units"),
+     "runtime.filesystems", "runtime.checkpoint_config", "runtime.configuration", "runtime.not_provided",
+     "runtime.restart_strategies", "runtime.settings"),
     ("runtime.keys", "runtime.protocol"),
     ("state_backends",),
     ("operators",),

@@ -10,6 +10,7 @@ import pytest
 
 from runtime.driver.job_control import JobControlServer, request
 from runtime.driver.security_settings import resolve_encryption
+from runtime.settings import resolve
 from runtime.errors import AuthenticationError, ConfigurationError, JobControlError, ProtocolError
 from runtime.network import acceptor as acceptor_module
 from runtime.network.acceptor import Acceptor
@@ -239,20 +240,26 @@ def test_the_job_control_endpoint_needs_the_token_and_in_tls_its_certificate(enc
         server.close()
 
 
+def encryption(spark_conf, flink_setting=None):
+    """The encryption a job decides on with this Spark conf and Flink's security.ssl.internal.enabled."""
+    job = {} if flink_setting is None else {"security.ssl.internal.enabled": str(flink_setting).lower()}
+    return resolve_encryption(resolve(job, spark_conf))
+
+
 def test_encryption_follows_our_key_then_flinks_then_sparks():
     conf = {"spark.network.crypto.enabled": "true"}
-    assert resolve_encryption(conf.get, None).encrypt
-    assert not resolve_encryption({**conf, "spark.chandy.network.encryption": "false"}.get, None).encrypt
-    assert "authenticated but not encrypted" in resolve_encryption(
-        {**conf, "spark.chandy.network.encryption": "off"}.get, None).reason
-    assert resolve_encryption({"spark.ssl.enabled": "TRUE"}.get, None).encrypt
-    assert resolve_encryption({}.get, True).encrypt and not resolve_encryption(conf.get, False).encrypt
-    settings = resolve_encryption({}.get, None)
+    assert encryption(conf).encrypt
+    assert not encryption({**conf, "spark.chandy.network.encryption": "false"}).encrypt
+    assert "authenticated but not encrypted" in encryption({**conf, "spark.chandy.network.encryption": "off"}).reason
+    assert encryption({"spark.ssl.enabled": "TRUE"}).encrypt
+    assert encryption({}, True).encrypt and not encryption(conf, False).encrypt
+    assert not encryption({"spark.chandy.network.encryption": "no"}, True).encrypt, "our key wins over Flink's"
+    settings = encryption({})
     assert not settings.encrypt and not settings.asked and settings.material("job") is None
     with pytest.raises(ConfigurationError, match="spark.chandy.network.encryption = 'maybe' is not a boolean"):
-        resolve_encryption({"spark.chandy.network.encryption": "maybe"}.get, None)
+        encryption({"spark.chandy.network.encryption": "maybe"})
     with pytest.raises(ConfigurationError, match="spark.chandy.network.tls.privateKey is not"):
-        resolve_encryption({"spark.chandy.network.tls.certificate": "/x.pem"}.get, None)
+        encryption({"spark.chandy.network.tls.certificate": "/x.pem"})
 
 
 def _write_pem_files(tmp_path, encrypted_key=False):
@@ -281,7 +288,7 @@ def test_the_users_own_pem_files_make_the_tls_material(tmp_path):
     certificate, key = _write_pem_files(tmp_path)
     conf = {"spark.chandy.network.encryption": "true", "spark.chandy.network.tls.certificate": certificate,
             "spark.chandy.network.tls.privateKey": key}
-    material = resolve_encryption(conf.get, None).material("job")
+    material = encryption(conf).material("job")
     security = ConnectionSecurity.new(material)
     server = Server(security)
     try:
@@ -329,4 +336,4 @@ def test_pem_files_that_do_not_trust_each_other_fail_before_the_job_starts(tmp_p
             "spark.chandy.network.tls.trustedCertificates": other_certificate,
             "spark.chandy.network.encryption": "true"}
     with pytest.raises(ConfigurationError, match="put its CA \\(or itself\\) in the trusted file"):
-        resolve_encryption(conf.get, None).material("job")
+        encryption(conf).material("job")

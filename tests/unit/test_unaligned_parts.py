@@ -9,9 +9,9 @@ import pytest
 from operators import DiscardingSink
 from runtime import StreamExecutionEnvironment
 from runtime.checkpoint_config import CheckpointConfig
-from runtime.configuration import Configuration
+from runtime.settings.configuration import Configuration
 from runtime.driver.restore_plan import check_compatible, plan_restore
-from runtime.durations import Duration
+from runtime.settings.durations import Duration
 from runtime.errors import IncompatibleCheckpointError
 from runtime.executor.channel_state import ChannelState, read_channel_state
 from runtime.graph.job_graph import ChainEdge, Partitioner

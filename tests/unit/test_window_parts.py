@@ -44,7 +44,7 @@ from operators.window import (
     WindowAssigner,
     count_window_parts,
 )
-from runtime.durations import Duration, Time
+from runtime.settings.durations import Duration, Time
 from runtime.errors import ApiUsageError, FunctionContractError, InvalidRecordError
 from runtime.protocol.events import MAX_WATERMARK, MIN_WATERMARK
 from state_backends.descriptors import ReducingStateDescriptor, ValueStateDescriptor
@@ -353,9 +353,11 @@ def test_global_windows_assign_the_one_global_window():
     (lambda: TumblingProcessingTimeWindows.of(Time.milliseconds(0)), "size must be positive"),
     (lambda: TumblingEventTimeWindows.of(10, 10), "abs(offset) < size"),
     (lambda: TumblingEventTimeWindows.of(10, -10), "abs(offset) < size"),
-    (lambda: TumblingEventTimeWindows.of("10s"), "must be a Time, a Duration or a whole number"),
-    (lambda: TumblingEventTimeWindows.of(1.5), "must be a Time, a Duration or a whole number"),
-    (lambda: TumblingEventTimeWindows.of(True), "must be a Time, a Duration or a whole number"),
+    (lambda: TumblingEventTimeWindows.of("10 parsecs"), "TumblingEventTimeWindows.of(size) = '10 parsecs' is not a "
+                                                         "duration: write a number and a unit"),
+    (lambda: TumblingEventTimeWindows.of(1.5), "= 1.5 is not a whole number of milliseconds"),
+    (lambda: TumblingEventTimeWindows.of(True), "= True is not a duration"),
+    (lambda: TumblingEventTimeWindows.of("0 s"), "size must be positive"),
     (lambda: SlidingEventTimeWindows.of(0, 5), "size must be positive"),
     (lambda: SlidingEventTimeWindows.of(10, 0), "slide must be positive"),
     (lambda: SlidingProcessingTimeWindows.of(10, -1), "slide must be positive"),
@@ -367,7 +369,7 @@ def test_global_windows_assign_the_one_global_window():
     (lambda: CountTrigger.of(0), "at least 1"),
     (lambda: CountTrigger.of(2.0), "at least 1"),
     (lambda: ContinuousEventTimeTrigger.of(0), "interval must be positive"),
-    (lambda: ContinuousProcessingTimeTrigger.of("1s"), "must be a Time, a Duration"),
+    (lambda: ContinuousProcessingTimeTrigger.of("soon"), "is not a duration"),
     (lambda: PurgingTrigger.of(CountTrigger), "expects a Trigger"),
     (lambda: CountEvictor.of(-1), "at least 0"),
     (lambda: TimeEvictor.of(-1), "must not be negative"),

@@ -61,9 +61,10 @@ import warnings
 from operators import file_sink, file_source
 from operators.file_formats import FileRecordFormat
 from runtime.common.serialization import BulkWriterFactory, Encoder
-from runtime.durations import Duration, to_millis
 from runtime.errors import ApiUsageError, ConfigurationError
 from runtime.not_provided import MISSING_NAMES, absent_names
+from runtime.settings.durations import Duration
+from runtime.settings.parsers import parse_duration_ms, parse_memory_size
 
 __all__ = [
     "FileSource",
@@ -98,7 +99,7 @@ def _require_utf8(charset: str, where: str, instead: str) -> None:
 
 
 def _positive_millis(span, where: str) -> int:
-    millis = to_millis(span, where)
+    millis = parse_duration_ms(span, where)
     if millis <= 0:
         raise ConfigurationError(f"{where}({span!r}): the interval must be positive (at least 1 ms).")
     return millis
@@ -353,11 +354,16 @@ class RollingPolicy:
     @staticmethod
     def default_rolling_policy(part_size: int = _DEFAULT_PART_SIZE, rollover_interval: int = _DEFAULT_INTERVAL_MS,
                                inactivity_interval: int = _DEFAULT_INTERVAL_MS) -> "DefaultRollingPolicy":
-        """Roll at ``part_size`` bytes, and when a part is ``rollover_interval`` ms old.
+        """Roll at ``part_size`` (bytes, or a memory size such as ``"128 mb"``), and when a part is
+        ``rollover_interval`` old (ms, a ``Duration`` or a duration string such as ``"15 min"``).
 
         ``inactivity_interval`` is checked and kept, with no effect on the output (see the module's notes).
+
+        >>> RollingPolicy.default_rolling_policy("64 mb", "15 min").max_part_bytes
+        67108864
         """
-        if isinstance(part_size, bool) or not isinstance(part_size, int) or part_size <= 0:
+        part_size = parse_memory_size(part_size, "default_rolling_policy(part_size)")
+        if part_size <= 0:
             raise ConfigurationError(f"default_rolling_policy(part_size={part_size!r}): the part size is a positive "
                                      "number of bytes.")
         return DefaultRollingPolicy(part_size, _positive_millis(rollover_interval, "rollover_interval"),

@@ -22,7 +22,7 @@ from typing import Callable
 
 import pyarrow as pa
 
-from runtime.configuration import Configuration, parse_boolean
+from runtime.settings.configuration import Configuration, parse_boolean
 from runtime.errors import ApiUsageError, ConfigurationError
 
 __all__ = ["parquet_options", "orc_options", "settings_of"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from operators.file_formats.orc import OrcWriterFactory
 from runtime.common.serialization import RowDataBulkWriterFactory
-from runtime.configuration import Configuration
+from runtime.settings.configuration import Configuration
 from runtime.datastream.formats._options import orc_options
 from runtime.datastream.formats.parquet import row_converter, row_type_of
 from runtime.table.types import RowType

@@ -31,7 +31,7 @@ from __future__ import annotations
 from operators.file_formats.arrow_rows import RowConverter
 from operators.file_formats.parquet import ParquetRecordFormat, ParquetWriterFactory, RowShape
 from runtime.common.serialization import BulkWriterFactory, RowDataBulkWriterFactory
-from runtime.configuration import Configuration
+from runtime.settings.configuration import Configuration
 from runtime.datastream.connectors.file_system import BulkFormat, StreamFormat
 from runtime.datastream.formats._avro_parquet import AvroRecords, AvroShape
 from runtime.datastream.formats._options import parquet_options, settings_of

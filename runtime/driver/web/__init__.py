@@ -21,18 +21,20 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from runtime.settings.options import option_named
+
 __all__ = ["DashboardSettings", "dashboard_for", "UI_PORT_CONF", "UI_ENABLED_CONF", "UI_BIND_CONF", "UI_TOKEN_CONF",
            "UI_REQUIRE_TOKEN_CONF", "SPARK_ACLS_CONF", "DEFAULT_PORT"]
 
 log = logging.getLogger(__name__)
 
-UI_PORT_CONF = "spark.chandy.ui.port"
-UI_ENABLED_CONF = "spark.chandy.ui.enabled"
-UI_BIND_CONF = "spark.chandy.ui.bindAddress"
-UI_TOKEN_CONF = "spark.chandy.ui.token"
-UI_REQUIRE_TOKEN_CONF = "spark.chandy.ui.requireToken"
+UI_PORT_CONF = option_named("ui_port").spark_key
+UI_ENABLED_CONF = option_named("ui_enabled").spark_key
+UI_BIND_CONF = option_named("ui_bind_address").spark_key
+UI_TOKEN_CONF = option_named("ui_token").spark_key
+UI_REQUIRE_TOKEN_CONF = option_named("ui_require_token").spark_key
 SPARK_ACLS_CONF = "spark.acls.enable"
-DEFAULT_PORT = 8081
+DEFAULT_PORT = option_named("ui_port").default
 
 _lock = threading.Lock()
 _server = None
