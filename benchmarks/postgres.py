@@ -30,6 +30,12 @@ MODES = ("at_least_once", "upsert", "exactly_once")
 
 
 def _reference(records: int, keys: int) -> tuple[collections.Counter, collections.Counter]:
+    """Each key's final count, and every running count ``(key, n)`` the job writes.
+
+    >>> final, running = _reference(5, 2)
+    >>> sorted(final.items()), sorted(running)
+    ([(0, 3), (1, 2)], [(0, 1), (0, 2), (0, 3), (1, 1), (1, 2)])
+    """
     per_key = collections.Counter(i % keys for i in range(records))
     running = collections.Counter((k, n) for k, c in per_key.items() for n in range(1, c + 1))
     return per_key, running
