@@ -85,6 +85,14 @@ class PostgresServer:
         rows = self.query("SELECT gid FROM pg_prepared_xacts WHERE starts_with(gid, %s) ORDER BY gid", (prefix,))
         return [gid for (gid,) in rows]
 
+    def restart(self) -> None:
+        """Stop the server as a crash would (connections cut, no checkpoint) and start it again."""
+        assert self.data_dir is not None, "only a server the tests started can be restarted"
+        _run_as_owner([os.path.join(self.bin_dir, "pg_ctl"), "-D", os.path.join(self.data_dir, "data"), "-m",
+                       "immediate", "-w", "-t", str(START_TIMEOUT_S), "-l", os.path.join(self.data_dir, "server.log"),
+                       "restart"])
+        _wait_until_ready(self)
+
     def stop(self) -> None:
         if self.data_dir is None:
             return

@@ -1,7 +1,7 @@
 """PyFlink's ``pyflink.datastream.connectors``: sources and sinks to read and write the world.
 
-Chandy provides Kafka (:mod:`.kafka`), JDBC to PostgreSQL (:mod:`.jdbc`), the file connectors (:mod:`.file_system`)
-and :class:`NumberSequenceSource`; PyFlink's other connectors (Kinesis, Pulsar, Elasticsearch, Cassandra, RabbitMQ,
+Chandy provides Kafka (:mod:`.kafka`), JDBC to PostgreSQL (:mod:`.jdbc`), change data capture from PostgreSQL with
+Flink CDC's builder (:mod:`.postgres`), the file connectors (:mod:`.file_system`) and :class:`NumberSequenceSource`; PyFlink's other connectors (Kinesis, Pulsar, Elasticsearch, Cassandra, RabbitMQ,
 HybridSource ...) are Flink's Java connectors, which Chandy does not run: importing one raises an ``ImportError``
 that says what to use instead (usually a ``Source`` or sink of your own).
 
