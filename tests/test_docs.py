@@ -190,6 +190,8 @@ def test_every_readme_block_runs(spark, kafka, postgres, tmp_path, monkeypatch, 
         block = block.replace("localhost:9092", kafka.bootstrap)
         block = block.replace('"jdbc:postgresql://localhost:5432/postgres", "chandy", "secret"',
                               f"{postgres.jdbc_url!r}, {postgres.user!r}, {postgres.password!r}")
+        block = block.replace('"localhost", 5432, "chandy", "secret"',
+                              f"{postgres.host!r}, {postgres.port}, {postgres.user!r}, {postgres.password!r}")
         exec(compile(block, f"README.md python block {number}", "exec"), {"__name__": f"readme_block_{number}"})
         printed = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
         assert printed == expected_prints(block), f"README python block {number}"

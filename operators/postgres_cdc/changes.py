@@ -19,15 +19,14 @@ import datetime
 import decimal
 import json
 import uuid
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from runtime.types import Row, RowKind
 
 __all__ = ["Change", "RowDeserializer", "JsonDebeziumDeserializationSchema", "ChangeDeserializer"]
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """``op``: Debezium's letter: ``r`` a snapshot row, ``c`` an insert, ``u`` an update, ``d`` a delete.
     ``before``/``after``: the rows by column name (``before`` is None for ``r`` and ``c``, and for ``u`` when the
     table's replica identity gives no old row; it holds only the key columns of a ``d`` or of a ``u`` that

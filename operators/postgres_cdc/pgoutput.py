@@ -23,7 +23,7 @@ this reader disagree about the protocol (version 1 is read)
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from runtime.errors import ProtocolError
 
@@ -48,8 +48,7 @@ class _Unchanged:
 UNCHANGED = _Unchanged()
 
 
-@dataclass(frozen=True)
-class Begin:
+class Begin(NamedTuple):
     """A transaction starts; its changes follow, then its :class:`Commit`. ``final_lsn``: where it commits."""
 
     final_lsn: int
@@ -57,8 +56,7 @@ class Begin:
     xid: int
 
 
-@dataclass(frozen=True)
-class Commit:
+class Commit(NamedTuple):
     """The transaction's end: ``end_lsn`` is past its commit record, the position to confirm once it is safe."""
 
     commit_lsn: int
@@ -66,15 +64,13 @@ class Commit:
     commit_time_us: int
 
 
-@dataclass(frozen=True)
-class Column:
+class Column(NamedTuple):
     name: str
     type_oid: int
     part_of_key: bool
 
 
-@dataclass(frozen=True)
-class Relation:
+class Relation(NamedTuple):
     """A table's layout, sent before its first change in a session and again when it changes."""
 
     relation_id: int
@@ -84,14 +80,12 @@ class Relation:
     columns: tuple[Column, ...]
 
 
-@dataclass(frozen=True)
-class Insert:
+class Insert(NamedTuple):
     relation_id: int
     new: tuple
 
 
-@dataclass(frozen=True)
-class Update:
+class Update(NamedTuple):
     """``old``: the old row (replica identity FULL, marker ``O``) or its key (``K``, when the key changed); None
     when the server sent neither (the key did not change and the identity is the default)."""
 
@@ -101,20 +95,17 @@ class Update:
     new: tuple
 
 
-@dataclass(frozen=True)
-class Delete:
+class Delete(NamedTuple):
     relation_id: int
     old: tuple
     old_is_key_only: bool
 
 
-@dataclass(frozen=True)
-class Truncate:
+class Truncate(NamedTuple):
     relation_ids: tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class Other:
+class Other(NamedTuple):
     """A message this reader has no use for (origin, type, logical decoding message)."""
 
     kind: str
@@ -173,19 +164,35 @@ _I8 = struct.Struct(">b")
 
 
 def _tuple(reader: _Reader) -> tuple:
-    (count,) = reader.take(_U16)
+    # the one loop that runs per column of every change: plain offsets, no method calls
+    data, at = reader.data, reader.at
+    size = len(data)
+    if at + 2 > size:
+        reader._short()
+    (count,) = _U16.unpack_from(data, at)
+    at += 2
     values = []
+    append = values.append
     for _ in range(count):
-        kind = reader.byte()
-        if kind == "n":
-            values.append(None)
-        elif kind == "u":
-            values.append(UNCHANGED)
-        elif kind in ("t", "b"):
-            (length,) = reader.take(_U32)
-            values.append(reader.raw(length))
+        if at >= size:
+            reader._short()
+        kind = data[at]
+        at += 1
+        if kind == 116 or kind == 98:  # t(ext), b(inary)
+            if at + 4 > size:
+                reader._short()
+            end = at + 4 + _U32.unpack_from(data, at)[0]
+            if end > size:
+                reader._short()
+            append(data[at + 4:end])
+            at = end
+        elif kind == 110:  # n(ull)
+            append(None)
+        elif kind == 117:  # u(nchanged TOAST)
+            append(UNCHANGED)
         else:
-            raise ProtocolError(f"pgoutput: a column of kind {kind!r} (expected n, u, t or b)")
+            raise ProtocolError(f"pgoutput: a column of kind {chr(kind)!r} (expected n, u, t or b)")
+    reader.at = at
     return tuple(values)
 
 

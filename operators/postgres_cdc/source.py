@@ -126,6 +126,7 @@ class PostgresCdcSource(Source):
 class _CdcReader(SourceReader):
     def __init__(self, source: PostgresCdcSource):
         self.source = source
+        self.deserialize = source.deserializer.deserialize
         self.phase = Phase.SNAPSHOT
         self.restored: dict | None = None
         self.catalog = None  # an ordinary connection: catalog questions, and the types of the values
@@ -145,8 +146,8 @@ class _CdcReader(SourceReader):
         self.partial_commit: int | None = None
         self.partial_count = 0
         self.stream: ReplicationConnection | None = None
-        # relation id -> (its layout, the captured table or None, each column's text loader)
-        self.relations: dict[int, tuple[pgoutput.Relation, catalog.Table | None, list]] = {}
+        # relation id -> (the captured table or None, the column names, each column's text loader)
+        self.relations: dict[int, tuple[catalog.Table | None, list, list]] = {}
         self.transaction: pgoutput.Begin | None = None
         self.in_transaction = 0  # changes of the open transaction read so far
         self.pending_confirms: list[tuple[int, int]] = []  # (checkpoint id, stream position) not yet confirmed
@@ -379,26 +380,9 @@ class _CdcReader(SourceReader):
 
     def _on_message(self, message, records: list, timestamps: list) -> None:
         kind = type(message)
-        if kind is pgoutput.Begin:
-            self.transaction = message
-            self.in_transaction = 0
-            return
-        if kind is pgoutput.Commit:
-            self.transaction = None
-            self.lsn = max(self.lsn, message.end_lsn)
-            self.partial_commit, self.partial_count = None, 0
-            return
-        if kind is pgoutput.Relation:
-            from psycopg.pq import Format
-
-            loaders = [self.loaders.get_loader(c.type_oid, Format.TEXT).load for c in message.columns]
-            self.relations[message.relation_id] = (message, self.by_name.get(f"{message.schema}.{message.table}"),
-                                                   loaders)
-            return
-        if kind is pgoutput.Truncate:
-            self._warn_truncate(message)
-            return
-        if kind not in (pgoutput.Insert, pgoutput.Update, pgoutput.Delete):
+        operation = _OPERATIONS.get(kind)
+        if operation is None:
+            self._on_control(message, kind)
             return
         begin = self.transaction
         self.in_transaction += 1
@@ -406,41 +390,57 @@ class _CdcReader(SourceReader):
             return  # a transaction the checkpoint covers, sent again since the slot's position is older
         if begin.final_lsn == self.partial_commit and self.in_transaction <= self.partial_count:
             return
-        relation, table, loaders = self.relations[message.relation_id]
+        table, names, loaders = self.relations[message.relation_id]
         if table is None:
             return  # a table of the publication that this source does not capture
-        change = self._change(message, relation, table, loaders, begin)
+        change = self._change(operation, message, table, names, loaders, begin)
         if change is None:
             return
-        produced = self.source.deserializer.deserialize(change)
+        produced = self.deserialize(change)
         records.extend(produced)
         timestamps.extend([change.commit_time_ms] * len(produced))
 
-    def _change(self, message, relation: pgoutput.Relation, table: catalog.Table, loaders: list,
+    def _on_control(self, message, kind) -> None:
+        """A message that is no row change: a transaction's bounds, a table's layout, a truncation."""
+        if kind is pgoutput.Begin:
+            self.transaction = message
+            self.in_transaction = 0
+        elif kind is pgoutput.Commit:
+            self.transaction = None
+            self.lsn = max(self.lsn, message.end_lsn)
+            self.partial_commit, self.partial_count = None, 0
+        elif kind is pgoutput.Relation:
+            from psycopg.pq import Format
+
+            loaders = [self.loaders.get_loader(c.type_oid, Format.TEXT).load for c in message.columns]
+            table = self.by_name.get(f"{message.schema}.{message.table}")
+            self.relations[message.relation_id] = (table, [c.name for c in message.columns], loaders)
+        elif kind is pgoutput.Truncate:
+            self._warn_truncate(message)
+
+    def _change(self, operation: str, message, table: catalog.Table, names: list, loaders: list,
                 begin: pgoutput.Begin):
-        names = [c.name for c in relation.columns]
         before = after = None
-        if type(message) is not pgoutput.Delete:
+        if operation != "d":
             after = _values(names, loaders, message.new)
-        old = getattr(message, "old", None)
+        old = message.old if operation != "c" else None
         if old is not None:
             before = _values(names, loaders, old)
-        if after is not None and before is not None:  # TOASTed values the update left: the old row has them
-            for name, value in after.items():
-                if value is pgoutput.UNCHANGED:
-                    after[name] = before.get(name)
-        for row in (after, before):
-            if row is not None:
-                for name in names:
-                    if row[name] is pgoutput.UNCHANGED:
-                        row[name] = None
-        op = {pgoutput.Insert: "c", pgoutput.Update: "u", pgoutput.Delete: "d"}[type(message)]
-        if self.ranges.newest and begin.final_lsn < self.ranges.newest:
-            op, before, after = self._unseen_part(op, table, before, after, begin.final_lsn)
-            if op is None:
+        unchanged = pgoutput.UNCHANGED
+        if after is not None and unchanged in message.new:  # TOASTed values the update left alone
+            for name in names:
+                if after[name] is unchanged:
+                    after[name] = before[name] if before is not None and before[name] is not unchanged else None
+        if old is not None and unchanged in old:
+            for name in names:
+                if before[name] is unchanged:
+                    before[name] = None
+        commit_lsn = begin.final_lsn
+        if commit_lsn < self.ranges.newest:
+            operation, before, after = self._unseen_part(operation, table, before, after, commit_lsn)
+            if operation is None:
                 return None
-        schema, name = str(table.name.schema), str(table.name.table)
-        return Change(op, schema, name, before, after, begin.final_lsn,
+        return Change(operation, table.name.schema, table.name.table, before, after, commit_lsn,
                       (begin.commit_time_us + pgoutput.PG_EPOCH_OFFSET_US) // 1000, begin.xid)
 
     def _unseen_part(self, op: str, table: catalog.Table, before, after, commit_lsn: int):
@@ -465,7 +465,7 @@ class _CdcReader(SourceReader):
 
     def _warn_truncate(self, message: pgoutput.Truncate) -> None:
         for relation_id in message.relation_ids:
-            _, table, _ = self.relations.get(relation_id, (None, None, None))
+            table, _, _ = self.relations.get(relation_id, (None, None, None))
             name = str(table.name) if table is not None else str(relation_id)
             if table is not None and name not in self.truncated_warned:
                 self.truncated_warned.add(name)
@@ -484,6 +484,9 @@ class _CdcReader(SourceReader):
     def metrics(self) -> dict:
         lag = (self.stream.received - self.lsn) if self.stream is not None else 0
         return {"wal-bytes-behind": max(0, lag)}
+
+
+_OPERATIONS = {pgoutput.Insert: "c", pgoutput.Update: "u", pgoutput.Delete: "d"}
 
 
 def _values(names: list[str], loaders: list, values: tuple) -> dict:
