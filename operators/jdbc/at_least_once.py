@@ -34,6 +34,7 @@ from operators.jdbc.connection import PostgresConnectionSettings, connect
 from operators.jdbc.errors import execution_error, first_line, is_transient, rejected_record_error, rejects_records
 from operators.jdbc.options import RETRY_BACKOFF_S, BatchSettings
 from operators.jdbc.server_checks import check_statements
+from operators.jdbc.statements import write_rows
 from operators.sinks import Sink, SinkWriter
 from runtime.errors import ChandyError, ServerUnreachableError
 
@@ -168,7 +169,7 @@ class _BatchingWriter(SinkWriter):
                 connection = self._connection()
                 with connection.cursor() as cursor:
                     for statement, rows in plan:
-                        cursor.executemany(statement.text, rows)
+                        write_rows(cursor, statement, rows)
                 connection.commit()
                 break
             except ServerUnreachableError as error:  # connecting failed

@@ -51,7 +51,7 @@ from operators.jdbc.errors import (
 )
 from operators.jdbc.options import RETRY_BACKOFF_S, BatchSettings, ExactlyOnceSettings
 from operators.jdbc.server_checks import check_statements, max_prepared_transactions, prepared_gids
-from operators.jdbc.statements import table_name_parts
+from operators.jdbc.statements import table_name_parts, write_rows
 from operators.jdbc.transaction_ids import GID_PREFIX, TransactionId, derived_prefix, transactions_to_roll_back
 from operators.two_phase_commit import RecoveredState, TransactionContext, TwoPhaseCommitSink
 from runtime.errors import ConfigurationError, OutputCommitError, ServerUnreachableError, TransactionStateError
@@ -231,7 +231,7 @@ class PostgresExactlyOnceSink(TwoPhaseCommitSink):
                 chunk = rows[start:start + size]
                 try:
                     with connection.cursor() as cursor:
-                        cursor.executemany(statement.text, chunk)
+                        write_rows(cursor, statement, chunk)
                 except psycopg.Error as exc:
                     # The transaction is lost with the job's attempt; ending it now frees the rows it locked, which
                     # the search for the record at fault writes again.

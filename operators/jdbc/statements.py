@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from runtime.errors import ConfigurationError
 
-__all__ = ["Statement", "upsert_statements", "table_name_parts", "insert_target"]
+__all__ = ["Statement", "upsert_statements", "table_name_parts", "insert_target", "write_rows"]
 
 _IDENTIFIER_START = re.compile(r"[A-Za-z_\u0080-\uffff]")
 _DOLLAR_TAG = re.compile(r"\$([A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*)?\$")
@@ -47,6 +47,7 @@ class Statement:
     parameter_count: int
     parameters: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
+    copy: str | None = None  # ``COPY t (columns) FROM STDIN`` when the statement is a plain insert of every value
 
     @classmethod
     def from_jdbc(cls, sql: str, parameters: tuple[str, ...] = (), subject: str = "JdbcSink") -> Statement:
@@ -71,7 +72,9 @@ class Statement:
                 f"{subject}: the statement has {count} placeholder{'s' if count != 1 else ''} (?), but the row type "
                 f"has {len(parameters)} field{'s' if len(parameters) != 1 else ''} ({', '.join(parameters)}): give "
                 f"one ? for each field, in the row type's order. Statement: {sql.strip()}")
-        return cls(sql.strip(), text, numbered, count, tuple(parameters), _insert_columns(sql, count))
+        columns = _insert_columns(sql, count)
+        return cls(sql.strip(), text, numbered, count, tuple(parameters), columns,
+                   _copy_form(sql) if columns else None)
 
     def describe_parameter(self, index: int) -> str:
         """``field 'title' (parameter 2, column 'title')``, as much of it as is known.
@@ -201,6 +204,33 @@ def _insert_columns(sql: str, count: int) -> tuple[str, ...]:
     if len(columns) != len(values) or values != ["?"] * count:
         return ()
     return tuple(columns)
+
+
+def _copy_form(sql: str) -> str | None:
+    """``COPY t (c1, c2) FROM STDIN`` when ``sql`` is ``INSERT INTO t (c1, c2) VALUES (?, ?)`` and nothing more (no
+    ``ON CONFLICT``, no ``RETURNING``): the same rows, written by PostgreSQL's bulk path, tens of times faster.
+
+    >>> _copy_form('insert into shop."Books" (id, "Title") values (?, ?);')
+    'COPY shop."Books" (id, "Title") FROM STDIN'
+    >>> _copy_form("insert into t (a) values (?) on conflict do nothing") is None
+    True
+    """
+    match = _INSERT.match(sql)
+    if not match or sql[match.end():].strip().rstrip(";").strip():
+        return None
+    return f"COPY {match.group('table')} ({match.group('columns').strip()}) FROM STDIN"
+
+
+def write_rows(cursor, statement: Statement, rows: list[tuple]) -> None:
+    """Run ``statement`` for each of ``rows`` on ``cursor``: by ``COPY`` when it is a plain insert, else as one
+    ``executemany``."""
+    if statement.copy is None:
+        cursor.executemany(statement.text, rows)
+        return
+    with cursor.copy(statement.copy) as copy:
+        write_row = copy.write_row
+        for row in rows:
+            write_row(row)
 
 
 def _unquote(name: str) -> str:
