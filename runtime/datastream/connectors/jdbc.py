@@ -4,7 +4,8 @@ psycopg (no JVM, no JDBC driver): a PyFlink program that writes to PostgreSQL po
 
 - ``JdbcSink.sink(sql, type_info, connection_options, execution_options)``: PyFlink's, at least once. ``sql`` has a
   ``?`` for each field of the row type ``type_info``; each record (a Row or tuple in that order) runs it. Rows go in
-  batches, written when full, after the batch interval, at every checkpoint barrier and at the end.
+  batches (a plain ``INSERT INTO t (columns) VALUES (?, ...)`` as one ``COPY``), written when full, after the batch
+  interval, at every checkpoint barrier and at the end.
 - ``JdbcSink.upsert_sink(table, type_info, key_fields, connection_options, execution_options)``: Chandy's own. Writes
   ``INSERT ... ON CONFLICT (key) DO UPDATE`` built from the row type's field names (the columns' names), so writing
   a row again changes nothing and a keyed table is exact under at-least-once delivery; a Row whose row kind is
