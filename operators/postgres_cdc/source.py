@@ -30,6 +30,7 @@ from operators.jdbc.connection import PostgresConnectionSettings
 from operators.jdbc.errors import connection_error
 from operators.postgres_cdc import catalog, pgoutput
 from operators.postgres_cdc.changes import Change, ChangeDeserializer, RowDeserializer
+from operators.postgres_cdc.decoder import ChangeDecoder
 from operators.postgres_cdc.key_ranges import KeyRanges
 from operators.postgres_cdc.replication import ReplicationConnection, _ServerError, format_lsn
 from operators.postgres_cdc.snapshot import SnapshotReader
@@ -146,25 +147,21 @@ class _CdcReader(SourceReader):
         self.partial_commit: int | None = None
         self.partial_count = 0
         self.stream: ReplicationConnection | None = None
-        # relation id -> (the captured table or None, the column names, each column's text loader)
-        self.relations: dict[int, tuple[catalog.Table | None, list, list]] = {}
-        self.transaction: pgoutput.Begin | None = None
-        self.in_transaction = 0  # changes of the open transaction read so far
+        self.decoder: ChangeDecoder | None = None  # while streaming: the stream's position is the decoder's
         self.pending_confirms: list[tuple[int, int]] = []  # (checkpoint id, stream position) not yet confirmed
-        self.truncated_warned: set[str] = set()
 
     # -- state --------------------------------------------------------------------------------------------
 
     def snapshot_state(self) -> list:
-        partial = self.partial_commit if self.transaction is None else self.transaction.final_lsn
-        count = self.partial_count if self.transaction is None else self.in_transaction
+        if self.decoder is not None:
+            self.lsn, self.partial_commit, self.partial_count = self.decoder.position()
         ranges = self.ranges.as_state()
         if self.phase is Phase.SNAPSHOT and self.after_key is not None:
             table = str(self.tables[self.table_index].name)
             ranges.setdefault(table, []).append((self.after_key, self.snapshot_lsn))
         return [{"slot": self.source.slot_name, "phase": self.phase.value, "table_index": self.table_index,
                  "after_key": self.after_key, "ranges": ranges, "start_lsn": self.start_lsn, "lsn": self.lsn,
-                 "partial_commit": partial if count else None, "partial_count": count}]
+                 "partial_commit": self.partial_commit, "partial_count": self.partial_count}]
 
     def restore_state(self, splits: list) -> None:
         if splits:
@@ -318,6 +315,8 @@ class _CdcReader(SourceReader):
         except _ServerError as exc:
             raise ServerUnreachableError(f"{SUBJECT}: streaming from the replication slot {source.slot_name!r} "
                                          f"failed: {exc}") from None
+        self.decoder = ChangeDecoder(self.by_name, self.loaders, self.ranges, self.lsn, self.deserialize,
+                                     self.partial_commit, self.partial_count)
         self.phase = Phase.STREAM
         log.info("%s: streaming changes from slot %s at %s", SUBJECT, source.slot_name, format_lsn(self.lsn))
 
@@ -369,108 +368,13 @@ class _CdcReader(SourceReader):
 
         records: list = []
         timestamps: list = []
+        decoder = self.decoder
         for start, payload in self.stream.read(max_records, POLL_WAIT_S):
-            if payload is None:  # a keepalive: everything before ``start`` that commits was sent
-                if self.transaction is None and start > self.lsn:
-                    self.lsn = start
-                    self.partial_commit, self.partial_count = None, 0
-                continue
-            self._on_message(pgoutput.decode(payload), records, timestamps)
+            if payload is None:  # a keepalive
+                decoder.on_keepalive(start)
+            else:
+                decoder.on_message(pgoutput.decode(payload), records, timestamps)
         return TimestampedBatch.of(records, timestamps) if records else records
-
-    def _on_message(self, message, records: list, timestamps: list) -> None:
-        kind = type(message)
-        operation = _OPERATIONS.get(kind)
-        if operation is None:
-            self._on_control(message, kind)
-            return
-        begin = self.transaction
-        self.in_transaction += 1
-        if begin.final_lsn < self.lsn:
-            return  # a transaction the checkpoint covers, sent again since the slot's position is older
-        if begin.final_lsn == self.partial_commit and self.in_transaction <= self.partial_count:
-            return
-        table, names, loaders = self.relations[message.relation_id]
-        if table is None:
-            return  # a table of the publication that this source does not capture
-        change = self._change(operation, message, table, names, loaders, begin)
-        if change is None:
-            return
-        produced = self.deserialize(change)
-        records.extend(produced)
-        timestamps.extend([change.commit_time_ms] * len(produced))
-
-    def _on_control(self, message, kind) -> None:
-        """A message that is no row change: a transaction's bounds, a table's layout, a truncation."""
-        if kind is pgoutput.Begin:
-            self.transaction = message
-            self.in_transaction = 0
-        elif kind is pgoutput.Commit:
-            self.transaction = None
-            self.lsn = max(self.lsn, message.end_lsn)
-            self.partial_commit, self.partial_count = None, 0
-        elif kind is pgoutput.Relation:
-            from psycopg.pq import Format
-
-            loaders = [self.loaders.get_loader(c.type_oid, Format.TEXT).load for c in message.columns]
-            table = self.by_name.get(f"{message.schema}.{message.table}")
-            self.relations[message.relation_id] = (table, [c.name for c in message.columns], loaders)
-        elif kind is pgoutput.Truncate:
-            self._warn_truncate(message)
-
-    def _change(self, operation: str, message, table: catalog.Table, names: list, loaders: list,
-                begin: pgoutput.Begin):
-        before = after = None
-        if operation != "d":
-            after = _values(names, loaders, message.new)
-        old = message.old if operation != "c" else None
-        if old is not None:
-            before = _values(names, loaders, old)
-        unchanged = pgoutput.UNCHANGED
-        if after is not None and unchanged in message.new:  # TOASTed values the update left alone
-            for name in names:
-                if after[name] is unchanged:
-                    after[name] = before[name] if before is not None and before[name] is not unchanged else None
-        if old is not None and unchanged in old:
-            for name in names:
-                if before[name] is unchanged:
-                    before[name] = None
-        commit_lsn = begin.final_lsn
-        if commit_lsn < self.ranges.newest:
-            operation, before, after = self._unseen_part(operation, table, before, after, commit_lsn)
-            if operation is None:
-                return None
-        return Change(operation, table.name.schema, table.name.table, before, after, commit_lsn,
-                      (begin.commit_time_us + pgoutput.PG_EPOCH_OFFSET_US) // 1000, begin.xid)
-
-    def _unseen_part(self, op: str, table: catalog.Table, before, after, commit_lsn: int):
-        """Of a change committed before a restored snapshot was taken, the part that snapshot did not read."""
-        name = str(table.name)
-        old_row = before if before is not None else after
-        old_key = tuple(old_row[k.name] for k in table.key)
-        new_key = tuple(after[k.name] for k in table.key) if after is not None else None
-        old_seen = self.ranges.seen(name, old_key, commit_lsn)
-        new_seen = new_key is not None and self.ranges.seen(name, new_key, commit_lsn)
-        if op == "c":
-            return (None, None, None) if new_seen else (op, before, after)
-        if op == "d":
-            return (None, None, None) if old_seen else (op, before, after)
-        if old_seen and new_seen:
-            return None, None, None
-        if old_seen:  # the old row was gone when its range was read: only the new row is news
-            return "c", None, after
-        if new_seen:  # the new row was read already: only the old row's end is news
-            return "d", (before if before is not None else {k.name: after[k.name] for k in table.key}), None
-        return op, before, after
-
-    def _warn_truncate(self, message: pgoutput.Truncate) -> None:
-        for relation_id in message.relation_ids:
-            table, _, _ = self.relations.get(relation_id, (None, None, None))
-            name = str(table.name) if table is not None else str(relation_id)
-            if table is not None and name not in self.truncated_warned:
-                self.truncated_warned.add(name)
-                log.warning("%s: table %s was truncated; TRUNCATE is no row change, and the stream carries no "
-                            "deletes for the rows it removed", SUBJECT, name)
 
     def close(self) -> None:
         for part in (self.snapshot, self.stream, self.catalog):
@@ -482,16 +386,8 @@ class _CdcReader(SourceReader):
         self.snapshot = self.stream = self.catalog = None
 
     def metrics(self) -> dict:
-        lag = (self.stream.received - self.lsn) if self.stream is not None else 0
+        lag = (self.stream.received - self.decoder.lsn) if self.stream is not None else 0
         return {"wal-bytes-behind": max(0, lag)}
-
-
-_OPERATIONS = {pgoutput.Insert: "c", pgoutput.Update: "u", pgoutput.Delete: "d"}
-
-
-def _values(names: list[str], loaders: list, values: tuple) -> dict:
-    return {name: value if value is None or value is pgoutput.UNCHANGED else load(value)
-            for name, load, value in zip(names, loaders, values)}
 
 
 def _lsn(text: str | None) -> int:
