@@ -8,8 +8,9 @@ into its inbox, it wakes for the next trigger or timeout, and it reports a check
 tolerate to the job master through a callback.
 
 A checkpoint exists once its ``_metadata`` is written, which happens only after every chain subtask has
-acknowledged; then the slots are told ``NotifyCheckpointComplete``, and checkpoints beyond the retained
-number are deleted. Acknowledgements that arrive for an aborted checkpoint, or from a subtask the
+acknowledged; then the slots are told ``NotifyCheckpointComplete``, and the completed-checkpoint store
+(:mod:`runtime.driver.completed_checkpoints`) deletes those beyond the retained number; the failure manager
+(:mod:`runtime.driver.checkpoint_failures`) counts failures in a row. Acknowledgements that arrive for an aborted checkpoint, or from a subtask the
 checkpoint did not expect, have their state files discarded.
 
 >>> from runtime import StreamExecutionEnvironment
@@ -41,8 +42,10 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from runtime.checkpoint_config import CheckpointConfig
+from runtime.driver.checkpoint_failures import CheckpointFailureManager
 from runtime.driver.checkpoint_history import CheckpointHistory
-from runtime.errors import CheckpointError, JobFailedError, SavepointError, StorageUnreachableError
+from runtime.driver.completed_checkpoints import CompletedCheckpointStore
+from runtime.errors import CheckpointError, JobFailedError, SavepointError
 from runtime.graph.job_graph import JobGraph
 from runtime.ids import Attempt, CheckpointId
 from runtime.protocol.checkpoints import (
@@ -116,8 +119,8 @@ class CheckpointCoordinator:
         self.stats: list[CheckpointStats] = []
         self.pending: dict[CheckpointId, PendingCheckpoint] = {}
         self.aborted: dict[CheckpointId, PendingCheckpoint] = {}
-        self._retained_shared: set[str] | None = None  # shared files the retained checkpoints reference
-        self.consecutive_failures = 0
+        self.store = CompletedCheckpointStore(storage, lambda: config.retained)
+        self.failures = CheckpointFailureManager(config, graph.job_name)
         self.last_trigger_ms: float | None = None
         self.last_completion_ms: float | None = None
         self.attempt: Attempt | None = None  # None: no attempt running, nothing is triggered
@@ -137,6 +140,10 @@ class CheckpointCoordinator:
         self._reset_subtask_progress()
         self.source_subtasks = frozenset(SubtaskId(c.index, s) for c in graph.chains if c.operators and c.is_source
                                          for s in range(c.parallelism))
+
+    @property
+    def consecutive_failures(self) -> int:
+        return self.failures.consecutive
 
     def _reset_subtask_progress(self) -> None:
         """What the coordinator knows of the subtasks of one attempt."""
@@ -159,6 +166,7 @@ class CheckpointCoordinator:
         with self._lock:
             self._abort_all("the job restarted")
             self._delete_unreferenced_final_states()
+            self.store.load()  # once per attempt: from here on the store follows the commits in memory
             self.attempt = attempt
             self.control = control
             self._reset_subtask_progress()
@@ -268,6 +276,7 @@ class CheckpointCoordinator:
                     if stored.checkpoint_id >= self.first_id:
                         self.storage.delete_checkpoint(stored.checkpoint_id)
                 self.completed_ids = []
+                self.store.forget_all()
                 self._delete_unreferenced_final_states()
                 log.info("Job '%s' %s: its checkpoints were deleted (%s)", self.graph.job_name, status, mode.name)
             except Exception as exc:  # the retention mode is a wish about storage, not a reason to fail
@@ -572,7 +581,7 @@ class CheckpointCoordinator:
             return self._fail(checkpoint_id, reason)
         self.completed_ids.append(checkpoint_id)
         self.stats.append(stats)
-        self.consecutive_failures = 0
+        self.failures.succeeded()
         self.last_completion_ms = now
         full_bytes = sum(h.full_bytes for h in checkpoint.state_handles)
         self.history.completed(checkpoint_id, stats.bytes, full_bytes)
@@ -583,45 +592,11 @@ class CheckpointCoordinator:
                  stats.sync_ms, stats.async_ms, stats.alignment_ms, stats.start_delay_ms,
                  f", unaligned: {human_bytes(stats.persisted_bytes)} in flight" if stats.unaligned else "")
         self.control.broadcast(NotifyCheckpointComplete(self.attempt, checkpoint_id))
-        self._apply_retention()
+        # A pending checkpoint may refer to shared files that the subsumed ones release (a subtask that had not
+        # heard of a newer checkpoint when its barrier came reuses the files of the one it had heard of): it is
+        # then aborted when it completes (_gone_shared_files), and the next one stores that state anew.
+        self.store.add(checkpoint, frozenset(self.pending))
         return None
-
-    def _apply_retention(self) -> None:
-        """Delete only what is known to be superseded: completed checkpoints beyond the retained number, and
-        directories without ``_metadata`` older than the newest completed one. A checkpoint whose metadata
-        cannot be read (unreachable storage, unparsable file) is never deleted."""
-        try:
-            stored = self.storage.survey()
-        except StorageUnreachableError as exc:
-            log.warning("not deleting old checkpoints now: %s", exc)
-            return
-        completed = [s.checkpoint_id for s in stored if s.status is CheckpointStatus.COMPLETED]
-        keep = set(completed[-self.config.retained:])
-        newest = completed[-1] if completed else 0
-        referenced = {f.path for entry in stored if entry.checkpoint_id in keep and entry.checkpoint is not None
-                      for h in entry.checkpoint.state_handles for f in h.shared}
-        self._retained_shared = referenced
-        released: set[str] = set()  # shared files the deleted checkpoints referenced
-        for entry in stored:
-            superseded = entry.status is CheckpointStatus.COMPLETED and entry.checkpoint_id not in keep
-            abandoned = (entry.status is CheckpointStatus.INCOMPLETE and entry.checkpoint_id < newest
-                         and entry.checkpoint_id not in self.pending)
-            if superseded or abandoned:
-                try:
-                    self.storage.delete_checkpoint(entry.checkpoint_id)
-                except StorageUnreachableError as exc:  # cleanup is best effort; the next commit tries again
-                    log.warning("could not delete checkpoint %d: %s", entry.checkpoint_id, exc)
-                    return
-                if entry.checkpoint is not None:
-                    released.update(f.path for h in entry.checkpoint.state_handles for f in h.shared)
-        if released:
-            # A retained checkpoint may reference them too. A pending one may as well (a subtask that had not heard
-            # of a newer checkpoint when its barrier came reuses the files of the one it had heard of): it is then
-            # aborted when it completes (_gone_shared_files), and the next one stores that state anew.
-            try:
-                self.storage.delete_shared(sorted(released - referenced))
-            except StorageUnreachableError as exc:
-                log.warning("could not delete files of old checkpoints: %s", exc)
 
     def _delete_unreferenced_final_states(self) -> None:
         """Final states of finished subtasks that no checkpoint references any more. Only between attempts and
@@ -635,7 +610,7 @@ class CheckpointCoordinator:
                     return
                 if entry.checkpoint is not None:
                     referenced.update(token_of(h) for h in entry.checkpoint.state_handles)
-                    shared.update(f.path for h in entry.checkpoint.state_handles for f in h.shared)
+                    shared.update(entry.checkpoint.shared_paths())
             for token in self.storage.final_state_tokens():
                 if token not in referenced:
                     self.storage.delete_final_state(token)
@@ -647,15 +622,11 @@ class CheckpointCoordinator:
     def _gone_shared_files(self, checkpoint: CompletedCheckpoint) -> list[str]:
         """Shared files ``checkpoint`` references that are not there any more. Only files it did not store itself
         and no retained checkpoint references are looked at (normally none: no storage call)."""
-        if self._retained_shared is None:
-            try:
-                self._retained_shared = {f.path for entry in self.storage.survey()
-                                         if entry.status is CheckpointStatus.COMPLETED and entry.checkpoint is not None
-                                         for h in entry.checkpoint.state_handles for f in h.shared}
-            except StorageUnreachableError:
-                self._retained_shared = set()
+        if not self.store.loaded:
+            self.store.load()
+        retained = self.store.shared_paths()
         unsure = sorted({f.path for h in checkpoint.state_handles for f in h.shared
-                         if f.uploaded_in != checkpoint.checkpoint_id and f.path not in self._retained_shared})
+                         if f.uploaded_in != checkpoint.checkpoint_id and f.path not in retained})
         return [path for path in unsure if not self.storage.shared_file_exists(path)]
 
     def _abort_all(self, reason: str) -> None:
@@ -696,13 +667,7 @@ class CheckpointCoordinator:
             del self.aborted[min(self.aborted)]
 
     def _fail(self, checkpoint_id: CheckpointId, reason: str) -> JobFailedError | None:
-        self.consecutive_failures += 1
-        if self.consecutive_failures > self.config.tolerable_failures:
-            return JobFailedError(
-                f"Job '{self.graph.job_name}': checkpoint {checkpoint_id} failed ({reason}), "
-                f"{self.consecutive_failures} consecutive checkpoint failure(s), more than the "
-                f"{self.config.tolerable_failures} tolerated (set_tolerable_checkpoint_failure_number).")
-        return None
+        return self.failures.failed(checkpoint_id, reason)
 
 
 _STOP = object()

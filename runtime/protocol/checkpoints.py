@@ -356,6 +356,14 @@ class CompletedCheckpoint:
     def bytes(self) -> int:
         return sum(h.size for h in self.state_handles)
 
+    def shared_paths(self) -> set[str]:
+        """The shared files (of incremental checkpoints) this checkpoint's state refers to, stored by it or earlier.
+
+        >>> CompletedCheckpoint(CheckpointId(1), "job", 0, 0, 1, 128, ()).shared_paths()
+        set()
+        """
+        return {f.path for h in self.state_handles for f in h.shared}
+
     @classmethod
     def from_acks(cls, pending: PendingCheckpoint, job_name: str, operators: Iterable[tuple[str, str, int]],
                   max_parallelism: int, attempt: int, timestamp_ms: int,

@@ -912,13 +912,15 @@ def test_retention_keeps_an_aborted_checkpoint_newer_than_the_newest_completed(t
     assert h.statuses() == {1: CheckpointStatus.COMPLETED, 2: CheckpointStatus.INCOMPLETE}
 
 
-def test_retention_deletes_nothing_when_the_storage_cannot_be_listed(tmp_path):
+def test_retention_deletes_nothing_when_the_storage_cannot_be_listed_at_an_attempts_start(tmp_path):
     storage = CheckpointStorage(f"file://{tmp_path}", "job")
     write_checkpoint(storage, 1)
     storage.write_state_file(2, "m", 0, [(OPERATOR_STATE_GROUP, b"x")])  # incomplete, older than what follows
     filesystem = FlakyLocalFileSystem()
     h = Harness(tmp_path, filesystem=filesystem, set_max_retained_checkpoints=1)
     filesystem.fail_listing = True
+    h.attempt = 1
+    h.coordinator.start_attempt(1, h.control)  # the store cannot be filled: it does not know what is there
     assert h.complete() == 3  # commits, notifies, and does not crash
     assert h.coordinator.completed_checkpoints() == [3]
     assert filesystem.deleted == []
@@ -927,6 +929,20 @@ def test_retention_deletes_nothing_when_the_storage_cannot_be_listed(tmp_path):
                             3: CheckpointStatus.COMPLETED}
     h.complete()
     assert h.statuses() == {4: CheckpointStatus.COMPLETED}
+
+
+def test_retention_needs_no_listing_after_an_attempts_start(tmp_path):
+    """The completed-checkpoint store is filled once per attempt; later checkpoints subsume in memory (on an object
+    store, a listing and a read of every retained _metadata per checkpoint would cost more than the checkpoint)."""
+    storage = CheckpointStorage(f"file://{tmp_path}", "job")
+    write_checkpoint(storage, 1)
+    filesystem = FlakyLocalFileSystem()
+    h = Harness(tmp_path, filesystem=filesystem, set_max_retained_checkpoints=2)
+    filesystem.fail_listing = True  # any listing from now on fails
+    for _ in range(3):
+        h.complete()
+    filesystem.fail_listing = False
+    assert h.statuses() == {3: CheckpointStatus.COMPLETED, 4: CheckpointStatus.COMPLETED}
 
 
 def test_retention_stops_quietly_when_deleting_fails(tmp_path):
