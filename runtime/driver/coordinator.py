@@ -3,9 +3,10 @@
 :class:`CheckpointCoordinator` holds the protocol's state and carries out what
 :mod:`runtime.protocol.checkpoints` decides; every public method takes its lock, so the job master (attempt
 boundaries) and the coordinator's own thread (messages, timers) never interleave inside it.
-:class:`CoordinatorLoop` is that thread: the control server puts every :class:`CheckpointMessage` straight
-into its inbox, it wakes for the next trigger or timeout, and it reports a checkpoint failure the job cannot
-tolerate to the job master through a callback.
+:class:`~runtime.driver.coordinator_loop.CoordinatorLoop` is that thread: the control server puts every
+:class:`CheckpointMessage` straight into its inbox, it wakes for the next trigger or timeout, and it reports a
+checkpoint failure the job cannot tolerate to the job master through a callback. What is special about savepoints
+is in :mod:`runtime.driver.savepoints`.
 
 A checkpoint exists once its ``_metadata`` is written, which happens only after every chain subtask has
 acknowledged; then the slots are told ``NotifyCheckpointComplete``, and the completed-checkpoint store
@@ -35,17 +36,17 @@ checkpoint did not expect, have their state files discarded.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 from runtime.checkpoint_config import CheckpointConfig
 from runtime.driver.checkpoint_failures import CheckpointFailureManager
 from runtime.driver.checkpoint_history import CheckpointHistory
 from runtime.driver.completed_checkpoints import CompletedCheckpointStore
-from runtime.errors import CheckpointError, JobFailedError, SavepointError
+from runtime.driver.savepoints import SavepointRequest, Savepoints
+from runtime.errors import CheckpointError, JobFailedError
 from runtime.graph.job_graph import JobGraph
 from runtime.ids import Attempt, CheckpointId
 from runtime.protocol.checkpoints import (
@@ -71,28 +72,12 @@ from runtime.protocol.messages import (
 from runtime.settings.units import human_bytes
 from state_backends.storage import CheckpointStatus, CheckpointStorage, SavepointStorage
 
-__all__ = ["CheckpointCoordinator", "CoordinatorLoop", "SavepointRequest", "CheckpointRequest"]
+__all__ = ["CheckpointCoordinator", "CheckpointRequest"]
 
 log = logging.getLogger(__name__)
 
 # Aborted checkpoints remembered so that their late acknowledgements are recognised (and their files removed).
 _ABORTED_REMEMBERED = 64
-
-
-@dataclass
-class SavepointRequest:
-    """A savepoint a user asked for. ``directory``: where its ``savepoint-<id>-<hex>`` directory goes.
-    ``drain``: None for a savepoint of a job that runs on; else the job stops with it (``stop_with_savepoint``),
-    draining its input or not. ``done(url, error)`` is called once, with the coordinator's lock held."""
-
-    directory: str
-    done: Callable[[str | None, BaseException | None], None]
-    drain: bool | None = None
-    url: str | None = None  # the stop's savepoint, once written (its job still has to commit and end)
-
-    @property
-    def stops(self) -> bool:
-        return self.drain is not None
 
 
 @dataclass
@@ -125,13 +110,7 @@ class CheckpointCoordinator:
         self.last_completion_ms: float | None = None
         self.attempt: Attempt | None = None  # None: no attempt running, nothing is triggered
         self.control = None
-        self.savepoint_requests: list[SavepointRequest] = []  # waiting for their turn
-        self.savepoints: dict[CheckpointId, tuple[SavepointRequest, SavepointStorage]] = {}  # pending ones
-        self.aborted_savepoints: dict[CheckpointId, SavepointStorage] = {}  # their late acks' files go there
-        self.stop_request: SavepointRequest | None = None  # outlives restarts: the job stops in the next attempt
-        # Once the stop's savepoint is taken: every later attempt (a failure before the job ended) starts stopped,
-        # so the job never runs past its savepoint.
-        self.stopped_with: StopSources | None = None
+        self.savepoints = Savepoints(graph.job_name)
         self.closed = False  # the job ended: no request is taken any more
         self.history = CheckpointHistory(len(self.subtasks), wall_clock)
         # Checkpoints asked for now (REST, CLI): each waits for the next checkpoint triggered, then for its end.
@@ -192,18 +171,7 @@ class CheckpointCoordinator:
         pending, in this attempt or, during a restart, in the next; ``request.done`` says how it went. A stop
         request makes the job's sources stop; the job's final checkpoint is then written as the savepoint too."""
         with self._lock:
-            if self.closed:
-                request.done(None, SavepointError(f"No savepoint of job '{self.graph.job_name}' was taken: the job "
-                                                  "has ended."))
-                return
-            if request.stops:
-                if self.stop_request is not None or self.stopped_with is not None:
-                    request.done(None, SavepointError(f"Job '{self.graph.job_name}' is already stopping with a "
-                                                      "savepoint."))
-                    return
-                self.stop_request = request
-            else:
-                self.savepoint_requests.append(request)
+            self.savepoints.ask(request, self.closed)
 
     def request_checkpoint(self, request: CheckpointRequest) -> None:
         """Take a checkpoint as soon as one may start (no more pending than allowed), whatever the interval."""
@@ -228,27 +196,17 @@ class CheckpointCoordinator:
     def stop_sources(self) -> StopSources | None:
         """What the next attempt's slots start with when the job is stopping (their sources read nothing)."""
         with self._lock:
-            if self.stopped_with is not None:
-                return self.stopped_with
-            if self.stop_request is None:
-                return None
-            return StopSources(self.attempt if self.attempt is not None else 0, bool(self.stop_request.drain))
+            return self.savepoints.stop_sources(self.attempt)
 
     def give_up_requests(self, why: str) -> None:
         """The job ended without taking them: every savepoint still asked for fails, saying ``why``."""
         with self._lock:
             self.closed = True
-            waiting = self.savepoint_requests + ([self.stop_request] if self.stop_request is not None else [])
-            self.savepoint_requests, self.stop_request = [], None
             manual = self.manual_requests + [r for waiting in self.manual_waiting.values() for r in waiting]
             self.manual_requests, self.manual_waiting = [], {}
             for request in manual:
                 request.done(None, CheckpointError(f"No checkpoint of job '{self.graph.job_name}' was taken: {why}."))
-            for request in waiting:
-                taken = f" (the stop's savepoint {request.url} was written, but its job did not commit it)" \
-                    if request.url else ""
-                request.done(None, SavepointError(f"No savepoint of job '{self.graph.job_name}' was taken: "
-                                                  f"{why}{taken}."))
+            self.savepoints.give_up_waiting(why)
 
     def finish(self) -> None:
         """The job ended: remove directories of checkpoints that never completed (slots wrote them late)."""
@@ -293,7 +251,8 @@ class CheckpointCoordinator:
             waits = [self.config.interval_ms - (now - (self.last_trigger_ms or now))]
             for pending in self.pending.values():
                 waits.append(self.config.timeout_ms - (now - pending.triggered_ms))
-            if (self.savepoint_requests and not self.pending) or (self.stop_request and not self.stop_sent) \
+            savepoints = self.savepoints
+            if (savepoints.waiting and not self.pending) or (savepoints.stop_request and not self.stop_sent) \
                     or self.manual_requests:
                 waits.append(50.0)  # the rendezvous is near, or the slots are still registering: look again soon
             return max(0.001, min(waits) / 1000.0)
@@ -325,16 +284,17 @@ class CheckpointCoordinator:
                              self.config.min_pause_ms, len(self.pending), self.config.max_concurrent,
                              all_subtasks_running=self.control.all_registered)
         ready = self.control.all_registered
-        if self.stop_request is not None and not self.stop_sent and ready:
+        stop = self.savepoints.stop_request
+        if stop is not None and not self.stop_sent and ready:
             self.stop_sent = True
             log.info("Job '%s' stops with a savepoint%s", self.graph.job_name,
-                     ", draining its input" if self.stop_request.drain else "")
-            self.control.broadcast(StopSources(self.attempt, bool(self.stop_request.drain)))
+                     ", draining its input" if stop.drain else "")
+            self.control.broadcast(StopSources(self.attempt, bool(stop.drain)))
         if self.final_checkpoint_due and due:
             failure = self._commit_final_checkpoint(now) or failure
-        elif self.savepoint_requests:  # no new checkpoint until it is taken: overlapping ones would starve it
+        elif self.savepoints.waiting:  # no new checkpoint until it is taken: overlapping ones would starve it
             if not self.pending and ready and self._can_trigger():
-                self._trigger(now, self.savepoint_requests.pop(0))
+                self._trigger(now, self.savepoints.waiting.pop(0))
         elif (due or (self.manual_requests and ready and len(self.pending) < self.config.max_concurrent)) \
                 and self._can_trigger():
             self._trigger(now)
@@ -411,11 +371,11 @@ class CheckpointCoordinator:
         checkpoint_id = pending.checkpoint_id
         self._attach_manual(checkpoint_id)  # the final checkpoint answers those asked for now
         log.debug("final checkpoint %d of job '%s'", checkpoint_id, self.graph.job_name)
-        stop = self.stop_request
+        stop = self.savepoints.stop_request
         if stop is not None and stop.url is None:  # the stop's savepoint first: the job ends once it commits
             try:
                 target = self.storage.savepoint_storage(stop.directory, checkpoint_id)
-                self._store_savepoint(pending, target)
+                Savepoints.store(self._completed(pending), self.storage, target)
                 stop.url = target.url
             except Exception as exc:
                 del self.pending[checkpoint_id]
@@ -427,29 +387,8 @@ class CheckpointCoordinator:
         if failure is None and checkpoint_id in self.completed_ids:
             self.final_checkpoint_due = False
             if stop is not None:
-                self.stop_request = None
-                self.stopped_with = StopSources(self.attempt, bool(stop.drain))
-                stop.done(stop.url, None)
+                self.savepoints.stopped(stop, self.attempt)
         return failure
-
-    def _store_savepoint(self, pending: PendingCheckpoint, target: SavepointStorage) -> CompletedCheckpoint:
-        """Write ``pending`` (complete) as the savepoint ``target``, with copies of the final states it shares
-        with this job's checkpoints; on failure nothing of it is left (a directory without ``_metadata`` is no
-        savepoint, but it would look like one)."""
-        try:
-            checkpoint = target.adopt(self.storage, replace(self._completed(pending), savepoint=True))
-            target.write_metadata(checkpoint)
-        except Exception:
-            self._delete_savepoint(target)
-            raise
-        return checkpoint
-
-    @staticmethod
-    def _delete_savepoint(target: SavepointStorage) -> None:
-        try:
-            target.delete()
-        except Exception:  # best effort: see _store_savepoint
-            log.debug("could not delete the unfinished savepoint %s", target.url, exc_info=True)
 
     def _describe_subtasks(self, subtasks) -> str:
         return "; ".join(f"subtask {s.subtask} of {self.graph.chains[s.chain].describe()}" for s in subtasks)
@@ -457,11 +396,8 @@ class CheckpointCoordinator:
     def _trigger(self, now: float, savepoint: SavepointRequest | None = None) -> None:
         target = None
         if savepoint is not None:
-            try:
-                target = self.storage.savepoint_storage(savepoint.directory, self.next_id)
-            except Exception as exc:  # the directory's protocol is unknown, its package missing ...
-                savepoint.done(None, SavepointError(f"No savepoint of job '{self.graph.job_name}' was taken: "
-                                                    f"{savepoint.directory}: {type(exc).__name__}: {exc}"))
+            target = self.savepoints.target(savepoint, self.storage, self.next_id)
+            if target is None:
                 return
         pending = self._new_pending(now, savepoint is not None)
         checkpoint_id = pending.checkpoint_id
@@ -472,7 +408,7 @@ class CheckpointCoordinator:
             self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id,
                                                      triggered_at_ms=int(self.wall_clock() * 1000)))
             return
-        self.savepoints[checkpoint_id] = (savepoint, target)
+        self.savepoints.taking[checkpoint_id] = (savepoint, target)
         log.info("Triggering savepoint %d of job '%s' into %s", checkpoint_id, self.graph.job_name, target.url)
         self.control.broadcast(TriggerCheckpoint(self.attempt, checkpoint_id, target.url,
                                                  int(self.wall_clock() * 1000)))
@@ -502,9 +438,9 @@ class CheckpointCoordinator:
     def _discard_state(self, message: AcknowledgeCheckpoint, result: AckResult) -> None:
         if message.checkpoint_id in self.completed_ids:  # never touch the files of a committed checkpoint
             return
-        savepoint = self.aborted_savepoints.get(message.checkpoint_id)
+        savepoint = self.savepoints.given_up.get(message.checkpoint_id)
         if savepoint is not None:  # written after the savepoint was given up: its directory goes
-            self._delete_savepoint(savepoint)
+            Savepoints.delete(savepoint)
             return
         log.debug("checkpoint %d: %s acknowledgement, discarding its %d state file(s)", message.checkpoint_id,
                   result.value, len(message.state))
@@ -534,9 +470,9 @@ class CheckpointCoordinator:
         notified (as in Flink: sinks commit with the next checkpoint; restores never fall back to it)."""
         checkpoint_id = pending.checkpoint_id
         del self.pending[checkpoint_id]
-        request, target = self.savepoints.pop(checkpoint_id)
+        request, target = self.savepoints.taking.pop(checkpoint_id)
         try:
-            checkpoint = self._store_savepoint(pending, target)
+            checkpoint = Savepoints.store(self._completed(pending), self.storage, target)
         except Exception as exc:
             self._give_up_savepoint(checkpoint_id, request, target, f"writing it failed: {type(exc).__name__}: {exc}")
             return
@@ -547,18 +483,12 @@ class CheckpointCoordinator:
 
     def _give_up_savepoint(self, checkpoint_id: CheckpointId, request: SavepointRequest, target: SavepointStorage,
                            reason: str) -> None:
-        self.aborted_savepoints[checkpoint_id] = target
         self.history.failed(checkpoint_id, reason)
-        while len(self.aborted_savepoints) > _ABORTED_REMEMBERED:
-            del self.aborted_savepoints[min(self.aborted_savepoints)]
-        self._delete_savepoint(target)
-        log.warning("Savepoint %d of job '%s' failed: %s", checkpoint_id, self.graph.job_name, reason)
-        request.done(None, SavepointError(f"Savepoint {checkpoint_id} of job '{self.graph.job_name}' failed: "
-                                          f"{reason}."))
+        self.savepoints.give_up(checkpoint_id, request, target, reason)
 
     def _commit(self, pending: PendingCheckpoint) -> JobFailedError | None:
         checkpoint_id = pending.checkpoint_id
-        if checkpoint_id in self.savepoints:
+        if checkpoint_id in self.savepoints.taking:
             return self._commit_savepoint(pending)
         checkpoint = self._completed(pending)
         gone = self._gone_shared_files(checkpoint)
@@ -639,8 +569,8 @@ class CheckpointCoordinator:
             return None
         pending.discard()
         self._resolve_manual(checkpoint_id, reason)
-        if checkpoint_id in self.savepoints:  # a failed savepoint fails no job (Flink's too)
-            request, target = self.savepoints.pop(checkpoint_id)
+        if checkpoint_id in self.savepoints.taking:  # a failed savepoint fails no job (Flink's too)
+            request, target = self.savepoints.taking.pop(checkpoint_id)
             self._give_up_savepoint(checkpoint_id, request, target, reason)
             self.aborted[checkpoint_id] = pending
             self._forget_old_aborts()
@@ -668,69 +598,3 @@ class CheckpointCoordinator:
 
     def _fail(self, checkpoint_id: CheckpointId, reason: str) -> JobFailedError | None:
         return self.failures.failed(checkpoint_id, reason)
-
-
-_STOP = object()
-
-
-class _Wake:
-    """Wakes the loop: it recomputes its next wakeup (a new attempt began)."""
-
-
-@dataclass(frozen=True)
-class _Flush:
-    """Set once every message put in the inbox before it has been handled."""
-
-    done: threading.Event
-
-
-class CoordinatorLoop:
-    """The coordinator's thread: its inbox receives checkpoint messages from the control server; it also
-    wakes when a checkpoint is due or overdue. ``on_failure(attempt, error)`` tells the job master about a
-    checkpoint failure the job cannot tolerate."""
-
-    def __init__(self, coordinator: CheckpointCoordinator,
-                 on_failure: Callable[[Attempt, JobFailedError], None]):
-        self.coordinator = coordinator
-        self.on_failure = on_failure
-        self.inbox: queue.Queue = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="chandy-checkpoint-coordinator", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        coordinator = self.coordinator
-        while True:
-            try:
-                message = self.inbox.get(timeout=coordinator.next_wakeup())
-            except queue.Empty:
-                message = None
-            if message is _STOP:
-                return
-            if isinstance(message, _Flush):
-                message.done.set()
-                continue
-            if isinstance(message, _Wake):
-                message = None
-            try:
-                attempt, failure = coordinator.handle(message)
-            except Exception as exc:  # a bug of ours must still end the job visibly
-                log.exception("checkpoint coordinator failed")
-                attempt, failure = coordinator.attempt, JobFailedError(
-                    f"Job '{coordinator.graph.job_name}': the checkpoint coordinator failed: "
-                    f"{type(exc).__name__}: {exc}")
-            if failure is not None and attempt is not None:
-                self.on_failure(attempt, failure)
-
-    def wake(self) -> None:
-        """Recompute when to wake next (a new attempt began: its first checkpoint is one interval away)."""
-        self.inbox.put(_Wake())
-
-    def flush(self, timeout: float = 60.0) -> bool:
-        """Wait until every message put in the inbox so far has been handled; False on timeout."""
-        done = threading.Event()
-        self.inbox.put(_Flush(done))
-        return done.wait(timeout)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self.inbox.put(_STOP)
-        self._thread.join(timeout)

@@ -28,7 +28,9 @@ from typing import Any, Callable
 from operators.sinks import CollectSink
 from runtime.checkpoint_config import RestartStrategy
 from runtime.driver.control_server import ControlServer, SlotDisconnected, SlotUnresponsive
-from runtime.driver.coordinator import CheckpointCoordinator, CheckpointRequest, CoordinatorLoop, SavepointRequest
+from runtime.driver.coordinator import CheckpointCoordinator, CheckpointRequest
+from runtime.driver.coordinator_loop import CoordinatorLoop
+from runtime.driver.savepoints import SavepointRequest
 from runtime.driver.failure_diagnosis import Diagnosis, FailureEvidence, decide_restart, diagnose
 from runtime.driver.job_control import JobControlServer
 from runtime.driver.launcher import BarrierStage, StageCompleted, StageFailed, require_slots

@@ -190,7 +190,7 @@ def test_checkpoint_ids_continue_after_existing_ones(tmp_path):
 def test_the_last_acks_are_handled_before_the_coordinator_finishes(tmp_path):
     """At the end of a job the acks wait in the coordinator's inbox while the job master hears the stage is
     done: flushing the loop first is what keeps the last checkpoint from being aborted."""
-    from runtime.driver.coordinator import CoordinatorLoop
+    from runtime.driver.coordinator_loop import CoordinatorLoop
 
     coordinator, control, clock, storage = make_coordinator(tmp_path)
     failures = []
@@ -333,7 +333,7 @@ def test_final_states_no_checkpoint_references_are_deleted_between_attempts_and_
 
 
 def savepoint_request(directory, drain=None):
-    from runtime.driver.coordinator import SavepointRequest
+    from runtime.driver.savepoints import SavepointRequest
 
     outcomes = []
     return SavepointRequest(str(directory), lambda url, error: outcomes.append((url, error)), drain), outcomes
