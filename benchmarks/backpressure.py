@@ -1,7 +1,7 @@
 """Checkpoints under backpressure, and savepoints of large state.
 
-Backpressure: a fast source feeds a keyed map and a sink that takes ``per_record_ms`` per record (the issue's
-case: 2 ms, at parallelism 2, about 1,000 records/s against a source that could send a million), with
+Backpressure: a fast source feeds a keyed map and a sink that takes ``per_record_ms`` per record (2 ms,
+at parallelism 2, about 1,000 records/s against a source that could send a million), with
 exactly-once checkpoints every second for ``seconds``. Without buffer debloating every channel holds up to
 12 full batches (4,096 records each) and a barrier waits behind them; with it, batches shrink so that what is
 in flight drains in about a second. Reported per variant: checkpoints completed and triggered, their duration,

@@ -1,4 +1,4 @@
-"""The windowed reference job (issue "Time"), beside Spark Structured Streaming's windowed count.
+"""The windowed reference job, beside Spark Structured Streaming's windowed count.
 
 Chandy: a sequence with event timestamps (1,000 events per ms of event time, 1% out of order by up to 1 s),
 key = x % 10,000, 10 s tumbling event-time windows counting per key, bounded out-of-orderness 1 s,

@@ -218,8 +218,14 @@ class TwoPhaseCommitSink(Sink):
         return _TransactionalWriter(self, subtask_index, parallelism)
 
     def merge_results(self, results: list) -> int:
+        """Driver, end of a bounded job: the sink's result is the number of transactions
+        :meth:`commit_remaining` committed."""
+        return self.commit_remaining(results)
+
+    def commit_remaining(self, results: list) -> int:
         """Driver, end of a bounded job: commit the transactions no checkpoint committed (a job without
-        checkpointing pre-commits its last ones at the end of input). Returns how many."""
+        checkpointing pre-commits its last ones at the end of input; ``results`` holds each writer's). Returns how
+        many."""
         committed = 0
         for transactions in results:
             for transaction in transactions:

@@ -378,11 +378,11 @@ class PostgresExactlyOnceSink(TwoPhaseCommitSink):
         if self._connections is not None:
             self._connections.release(subtask)
 
-    def merge_results(self, results: list) -> int:
+    def commit_remaining(self, results: list) -> int:
         """Driver, end of a bounded job without checkpoints: commit the last transactions, then let go of the
         connection that did."""
         try:
-            return super().merge_results(results)
+            return super().commit_remaining(results)
         finally:
             if self._connections is not None:
                 self._connections.close()

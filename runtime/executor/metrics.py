@@ -8,7 +8,7 @@ only when a wait happens. The driver turns two reports into rates (:mod:`runtime
 
 >>> from types import SimpleNamespace as Fake
 >>> from runtime.network.wait_timer import WaitTimer
->>> source = Fake(gate=None, writer=None, source_idle_s=0.25, output_waits=WaitTimer(), records=[0, 10, 10],
+>>> source = Fake(gate=None, writer=None, source_idle_s=0.25, output_waits=WaitTimer(), record_counts=[0, 10, 10],
 ...               chain=Fake(index=0), slot=Fake(slot=1), status=Fake(name="RUNNING"), watermark=None,
 ...               operators=[object(), object()], backends=[None, None])
 >>> metrics = subtask_metrics(source)
@@ -57,7 +57,7 @@ def subtask_metrics(runner: "SubtaskRunner") -> SubtaskMetrics:
                                 round(blocked, 4)))
     operators = runner.operators
     return SubtaskMetrics(
-        runner.chain.index, runner.slot.slot, runner.status.name, tuple(runner.records), round(idle_s, 4),
+        runner.chain.index, runner.slot.slot, runner.status.name, tuple(runner.record_counts), round(idle_s, 4),
         round(backpressured_s, 4), round(input_usage, 3), round(output_usage, 3), inputs, tuple(outputs),
         runner.watermark, tuple(getattr(op, "late_records_dropped", 0) for op in operators),
         tuple(_state_size(backend) for backend in runner.backends), tuple(_connector(op) for op in operators))

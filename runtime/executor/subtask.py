@@ -148,8 +148,8 @@ class SubtaskRunner:
         # Metrics (runtime.executor.metrics), written by this subtask's thread only: records into each operator
         # and, last, out of the chain; seconds a source's polls found nothing, seconds spent waiting for room
         # in the outputs (unaligned checkpoints), and the newest watermark the chain saw.
-        self.records = [0] * (len(self.operators) + 1)
-        self._counts = self.records if slot.graph.metrics_interval_ms > 0 else None  # metrics off: not counted
+        self.record_counts = [0] * (len(self.operators) + 1)
+        self._counts = self.record_counts if slot.graph.metrics_interval_ms > 0 else None  # metrics off: not counted
         self.source_idle_s = 0.0
         self.output_waits = WaitTimer()
         self.watermark: int | None = None
@@ -313,8 +313,7 @@ class SubtaskRunner:
                 poll_size = max(1, capacity)
             batch = self._call(0, "poll", poll_size)
             if batch is None:
-                # Nothing to read at all finishes too: its final state keeps later checkpoints whole (it used to
-                # idle instead, when a finished subtask stopped every checkpoint).
+                # Nothing to read at all finishes too: its final state keeps later checkpoints whole.
                 self._advance_watermark(MAX_WATERMARK, 1)  # the end of a bounded input: every timer fires
                 return
             if batch:

@@ -314,14 +314,6 @@ class OperatorState:
     handles: tuple[StateHandle, ...] = ()
     source_positions: Mapping[int, str] = field(default_factory=dict)
 
-    @property
-    def keyed_handles(self) -> tuple[StateHandle, ...]:
-        return tuple(h for h in self.handles if h.keyed_groups)
-
-    @property
-    def operator_state_handles(self) -> tuple[StateHandle, ...]:
-        return tuple(h for h in self.handles if h.has_operator_state)
-
 
 @dataclass(frozen=True)
 class CompletedCheckpoint:

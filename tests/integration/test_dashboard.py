@@ -125,8 +125,9 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
         for vertex in details["vertices"]:
             m = vertex["metrics"]
             assert m["backpressure-level"] in ("ok", "low", "high") and 0 <= m["busy-ratio"] <= 1
-            assert m["read-records"] >= 0 and m["write-records"] >= 0
+            assert type(m["read-records"]) is int and type(m["write-records"]) is int
         assert metric(details["vertices"], "numbers", "write-records") > 0
+        assert metric(details["vertices"], "count", "read-records") > 0
         assert metric(details["vertices"], "count", "state-entries") > 0
 
         status, checkpoints = call(f"{base}/jobs/{job}/checkpoints")
@@ -138,7 +139,8 @@ def test_rest_api_metrics_and_cli_follow_a_running_job_to_its_exact_end(spark, t
         status, one = call(f"{base}/jobs/{job}/checkpoints/details/{done['id']}")
         assert status == 200 and one["status"] == "COMPLETED"
         assert sorted((s["chain"], s["subtask"]) for s in one["subtasks"]) == [(0, 0), (0, 1), (1, 0), (1, 1)]
-        assert all(s["sync_duration"] >= 0 and s["alignment_duration"] >= 0 for s in one["subtasks"])
+        assert all(isinstance(s["sync_duration"], (int, float)) and isinstance(s["alignment_duration"], (int, float))
+                   for s in one["subtasks"])
         status, config = call(f"{base}/jobs/{job}/checkpoints/config")
         assert status == 200 and config["interval"] == 200 and config["mode"] == "exactly_once"
         status, marks = call(f"{base}/jobs/{job}/watermarks")
