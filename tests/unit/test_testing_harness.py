@@ -1,0 +1,382 @@
+"""runtime.testing: the operator test harnesses drive the job's own operators, in-process, without Spark."""
+
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from operators.functions import KeyedProcessFunction, MapFunction, ProcessFunction
+from runtime.datastream.window import TumblingEventTimeWindows
+from runtime.errors import ApiUsageError, IncompatibleCheckpointError
+from runtime.keys.key_groups import subtask_for_key
+from runtime.protocol.events import MAX_WATERMARK
+from runtime.settings.durations import Time
+from runtime.side_outputs import OutputTag
+from runtime.testing import HarnessError, KeyedOperatorHarness, OperatorHarness
+from state_backends.descriptors import ListStateDescriptor, ValueStateDescriptor
+from state_backends.ttl import StateTtlConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LATE = OutputTag("late")
+KEYS = [f"user-{n}" for n in range(40)]
+
+
+class CountWithTimer(KeyedProcessFunction):
+    """Counts each key's records; an event-time timer 10 ms after a key's first record emits the count, and a
+    processing-time timer 1 s after it (by the timer service's clock) emits it again."""
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+
+    def process_element(self, value, ctx):
+        count = (self.count.value() or 0) + 1
+        if count == 1:
+            ctx.timer_service().register_event_time_timer(ctx.timestamp() + 10)
+            ctx.timer_service().register_processing_time_timer(ctx.timer_service().current_processing_time() + 1000)
+        self.count.update(count)
+        yield ctx.get_current_key(), count
+
+    def on_timer(self, timestamp, ctx):
+        yield ctx.time_domain().name, ctx.get_current_key(), self.count.value(), timestamp
+
+
+def counting_harness(**placement) -> KeyedOperatorHarness:
+    return KeyedOperatorHarness.for_process_function(CountWithTimer(), key_selector=lambda r: r[0], **placement)
+
+
+def summing_window(**placement) -> KeyedOperatorHarness:
+    return KeyedOperatorHarness.for_stream(
+        lambda ds: ds.key_by(lambda r: r[0]).window(TumblingEventTimeWindows.of(10)).side_output_late_data(LATE)
+        .reduce(lambda a, b: (a[0], a[1] + b[1])), **placement)
+
+
+# -- keyed state and timers ------------------------------------------------------------------------------------
+
+
+def test_keyed_state_is_scoped_to_each_records_key():
+    harness = counting_harness()
+    harness.open()
+    harness.process_elements([("a", 1), ("b", 1), ("a", 1), ("a", 1), ("b", 1)], timestamps=[1, 2, 3, 4, 5])
+    assert harness.output() == [("a", 1), ("b", 1), ("a", 2), ("a", 3), ("b", 2)]
+    assert harness.keyed_state("count") == {"a": 3, "b": 2}
+    assert harness.output_with_timestamps()[2] == (("a", 2), 3)
+
+
+def test_event_time_timers_fire_when_the_watermark_reaches_them_and_not_before():
+    harness = counting_harness()
+    harness.open()
+    harness.process_element(("a", 1), timestamp=100)
+    harness.process_element(("b", 1), timestamp=105)
+    harness.clear_output()
+    harness.process_watermark(109)
+    assert harness.output() == []
+    harness.process_watermark(112)
+    assert harness.output_with_timestamps() == [(("EVENT_TIME", "a", 1, 110), 110)]
+    harness.process_watermark(120)
+    assert harness.output()[1:] == [("EVENT_TIME", "b", 1, 115)]
+    assert harness.watermarks() == [109, 112, 120]
+
+
+def test_a_watermark_that_does_not_advance_is_not_handed_on():
+    harness = counting_harness()
+    harness.open()
+    harness.process_watermark(50)
+    harness.process_watermark(40)
+    harness.process_watermark(50)
+    assert harness.watermarks() == [50]
+
+
+def test_processing_time_timers_fire_on_the_harness_clock():
+    harness = counting_harness()
+    harness.set_processing_time(5_000)  # before open: the function reads it when it registers its timer
+    harness.open()
+    harness.process_element(("a", 1), timestamp=1)
+    harness.clear_output()
+    harness.set_processing_time(5_999)
+    assert harness.output() == []
+    harness.set_processing_time(6_000)
+    assert harness.output_with_timestamps() == [(("PROCESSING_TIME", "a", 1, 6_000), None)]
+    with pytest.raises(HarnessError, match=r"processing time is 6000 and moves forward only"):
+        harness.set_processing_time(10)
+
+
+def test_state_time_to_live_counts_the_harness_processing_time():
+    class Remember(MapFunction):
+        def open(self, runtime_context):
+            descriptor = ValueStateDescriptor("last")
+            descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(1)).build())
+            self.last = runtime_context.get_state(descriptor)
+
+        def map(self, record):
+            before = self.last.value()
+            self.last.update(record)
+            return before
+
+    harness = KeyedOperatorHarness.for_map(Remember(), key_selector=lambda r: r[0])
+    harness.open()
+    harness.process_elements([("a", 1), ("a", 2)])
+    harness.set_processing_time(999)
+    harness.process_element(("a", 3))
+    harness.set_processing_time(999 + 1_000)
+    harness.process_element(("a", 4))
+    assert harness.output() == [None, ("a", 1), ("a", 2), None]
+
+
+# -- side outputs ----------------------------------------------------------------------------------------------
+
+
+def test_a_process_functions_side_output_is_collected_apart_from_the_main_output():
+    odd = OutputTag("odd")
+
+    class Split(ProcessFunction):
+        def process_element(self, value, ctx):
+            yield (odd, value) if value % 2 else value
+
+    harness = OperatorHarness.for_process_function(Split())
+    harness.open()
+    harness.process_elements([1, 2, 3, 4], timestamps=[10, 20, 30, 40])
+    assert harness.output_with_timestamps() == [(2, 20), (4, 40)]
+    assert harness.side_output(odd) == [1, 3]
+    assert harness.side_output(OutputTag("other")) == []
+
+
+def test_late_records_of_a_window_go_to_its_late_data_side_output():
+    harness = summing_window()
+    harness.open()
+    harness.process_element(("a", 1), timestamp=3)
+    harness.process_watermark(15)
+    harness.process_element(("a", 7), timestamp=4)  # its window [0, 10) ended at watermark 9
+    assert harness.output() == [("a", 1)]
+    assert harness.side_output(LATE) == [("a", 7)]
+
+
+# -- windows ---------------------------------------------------------------------------------------------------
+
+
+def test_a_tumbling_event_time_window_fires_each_keys_pane_at_its_end():
+    harness = summing_window()
+    harness.open()
+    harness.process_elements([("a", 1), ("b", 10), ("a", 2), ("a", 5)], timestamps=[1, 2, 9, 10])
+    harness.process_watermark(8)
+    assert harness.output() == []
+    harness.process_watermark(9)
+    assert sorted(harness.output_with_timestamps()) == [(("a", 3), 9), (("b", 10), 9)]
+    harness.end_input()  # the final watermark fires [10, 20)
+    assert harness.output_with_timestamps()[2:] == [(("a", 5), 19)]
+    assert harness.watermarks() == [8, 9, MAX_WATERMARK]
+
+
+def test_a_windows_pane_survives_a_snapshot_and_restore():
+    harness = summing_window()
+    harness.open()
+    harness.process_elements([("a", 1), ("a", 2)], timestamps=[1, 2])
+    snapshot = harness.snapshot(checkpoint_id=4)
+    restored = summing_window()
+    restored.restore(pickle.loads(pickle.dumps(snapshot)))
+    restored.open()
+    restored.process_element(("a", 4), timestamp=3)
+    restored.process_watermark(9)
+    assert restored.output() == [("a", 7)]
+
+
+# -- snapshots and restores ------------------------------------------------------------------------------------
+
+
+def test_a_restored_harness_continues_the_state_and_timers_of_the_snapshot():
+    harness = counting_harness()
+    harness.open()
+    harness.process_elements([("a", 1), ("a", 1), ("b", 1)], timestamps=[1, 2, 3])
+    snapshot = harness.snapshot(checkpoint_id=1)
+    harness.process_element(("a", 1), timestamp=4)  # after the snapshot: not in it
+    harness.close()
+
+    restored = counting_harness()
+    restored.restore(pickle.loads(pickle.dumps(snapshot)))
+    restored.open()
+    restored.process_element(("a", 1), timestamp=5)
+    restored.process_watermark(20)
+    assert restored.output() == [("a", 3), ("EVENT_TIME", "a", 3, 11), ("EVENT_TIME", "b", 1, 13)]
+
+
+def test_restoring_at_another_parallelism_keeps_every_keys_state_exactly_once():
+    old = [counting_harness(parallelism=2, subtask_index=s) for s in range(2)]
+    for harness in old:
+        harness.open()
+    for n, key in enumerate(KEYS):
+        owner = old[subtask_for_key(key, 128, 2)]
+        owner.process_elements([(key, 1)] * (n % 3 + 1), timestamps=[n] * (n % 3 + 1))
+    snapshots = [harness.snapshot(checkpoint_id=2) for harness in old]
+    assert all(snapshot.rows for snapshot in snapshots)  # both old subtasks held some keys
+
+    for parallelism in (3, 1):
+        new = [counting_harness(parallelism=parallelism, subtask_index=s) for s in range(parallelism)]
+        restored = {}
+        for harness in new:
+            harness.restore(*snapshots)
+            harness.open()
+            for key, count in harness.keyed_state("count").items():
+                assert key not in restored and harness.owns_key(key)
+                restored[key] = count
+        assert restored == {key: n % 3 + 1 for n, key in enumerate(KEYS)}
+        fired = [record for harness in new for record in (harness.process_watermark(100), harness.output())[1]]
+        assert sorted(key for _, key, _, _ in fired) == sorted(KEYS)  # every timer moved with its key, once
+
+
+def test_operator_list_state_is_dealt_round_robin_on_a_rescaled_restore():
+    class Buffer(MapFunction):
+        def open(self, runtime_context):
+            self.buffer = runtime_context.get_operator_list_state(ListStateDescriptor("buffer"))
+
+        def map(self, value):
+            self.buffer.add(value)
+            return sorted(self.buffer.get())
+
+    old = [OperatorHarness.for_map(Buffer(), parallelism=2, subtask_index=s) for s in range(2)]
+    for harness, values in zip(old, ([1, 2, 3], [4, 5])):
+        harness.open()
+        harness.process_elements(values)
+    snapshots = [harness.snapshot(checkpoint_id=1) for harness in old]
+    new = [OperatorHarness.for_map(Buffer(), parallelism=3, subtask_index=s) for s in range(3)]
+    for harness in new:
+        harness.restore(*snapshots)
+        harness.open()
+        harness.process_element(0)
+    assert [harness.output() for harness in new] == [[[0, 1, 4]], [[0, 2, 5]], [[0, 3]]]
+
+
+def test_notifications_reach_the_users_function():
+    committed = []
+
+    class Committing(MapFunction):
+        def map(self, value):
+            return value
+
+        def notify_checkpoint_complete(self, checkpoint_id):
+            committed.append(checkpoint_id)
+
+    harness = OperatorHarness.for_map(Committing())
+    harness.open()
+    harness.snapshot(checkpoint_id=5)
+    harness.notify_checkpoint_complete(5)
+    assert committed == [5]
+
+
+# -- errors ----------------------------------------------------------------------------------------------------
+
+
+def test_feeding_before_open_or_after_the_end_says_what_to_call():
+    harness = counting_harness()
+    with pytest.raises(HarnessError, match=r"process_element\(\) before open\(\): call open\(\) first"):
+        harness.process_element(("a", 1))
+    with pytest.raises(HarnessError, match=r"snapshot\(\) before open\(\)"):
+        harness.snapshot()
+    harness.open()
+    harness.end_input()
+    with pytest.raises(HarnessError, match=r"process_watermark\(\) after end_input\(\).*restore a snapshot into "
+                                           r"a new harness"):
+        harness.process_watermark(1)
+    harness.close()
+    with pytest.raises(HarnessError, match=r"process_elements\(\) after close\(\)"):
+        harness.process_elements([("a", 1)])
+
+
+def test_restoring_after_open_or_twice_is_refused():
+    harness = counting_harness()
+    harness.open()
+    snapshot = harness.snapshot()
+    with pytest.raises(HarnessError, match=r"restore\(\) after open\(\): call restore\(...\) before open\(\)"):
+        harness.restore(snapshot)
+    fresh = counting_harness()
+    fresh.restore(snapshot)
+    with pytest.raises(HarnessError, match=r"restore\(\) twice: pass every snapshot to one call"):
+        fresh.restore(snapshot)
+
+
+def test_a_snapshot_of_another_kind_of_operator_is_refused_naming_both():
+    harness = KeyedOperatorHarness.for_reduce(lambda a, b: a + b, key_selector=lambda r: r)
+    harness.open()
+    harness.process_element(1)
+    snapshot = harness.snapshot(checkpoint_id=8)
+    other = counting_harness()
+    with pytest.raises(IncompatibleCheckpointError,
+                       match=r"Checkpoint 8 is a snapshot of KeyedReduceOperator 'Keyed Reduce' .*but this harness "
+                             r"runs KeyedProcessOperator 'KeyedProcess' .*restore it into a harness built the same "
+                             r"way"):
+        other.restore(snapshot)
+
+
+def test_a_snapshot_taken_with_another_max_parallelism_is_refused_with_the_value_to_use():
+    harness = counting_harness(max_parallelism=256)
+    harness.open()
+    snapshot = harness.snapshot(checkpoint_id=2)
+    with pytest.raises(IncompatibleCheckpointError, match=r"max parallelism 256, but this harness has 128.*"
+                                                          r"max_parallelism=256"):
+        counting_harness().restore(snapshot)
+
+
+def test_a_rescaled_restore_without_every_snapshot_it_needs_names_the_missing_subtasks():
+    old = [counting_harness(parallelism=2, subtask_index=s) for s in range(2)]
+    for harness in old:
+        harness.open()
+    new = counting_harness(parallelism=3, subtask_index=1)  # key groups 43..85: old subtasks 0 and 1 held them
+    with pytest.raises(HarnessError, match=r"also reads what its subtasks \[1\] held: pass their snapshots"):
+        new.restore(old[0].snapshot())
+
+
+def test_a_record_another_subtask_owns_is_refused_naming_its_owner():
+    harness = counting_harness(parallelism=2, subtask_index=0)
+    harness.open()
+    foreign = next(key for key in KEYS if subtask_for_key(key, 128, 2) == 1)
+    with pytest.raises(HarnessError, match=rf"key '{foreign}' .*which subtask 1 of 2 owns.*feed it to the harness "
+                                           r"of subtask 1"):
+        harness.process_element((foreign, 1))
+
+
+def test_a_function_the_operator_does_not_take_is_refused_by_the_api():
+    with pytest.raises(ApiUsageError, match=r"KeyedStream.process\(\) expects a KeyedProcessFunction, got "
+                                            r"MapFunction"):
+        KeyedOperatorHarness.for_process_function(MapFunction(), key_selector=len)
+    with pytest.raises(HarnessError, match=r"is a KeyedProcessFunction.*KeyedOperatorHarness.for_process_function"):
+        OperatorHarness.for_process_function(CountWithTimer())
+    with pytest.raises(HarnessError, match=r"is a ProcessFunction.*OperatorHarness.for_process_function"):
+        KeyedOperatorHarness.for_process_function(ProcessFunction(), key_selector=len)
+
+
+def test_the_harness_class_must_match_the_operators_kind():
+    with pytest.raises(HarnessError, match=r"'KeyedProcess' \(KeyedProcessOperator\) is keyed: harness it with "
+                                           r"KeyedOperatorHarness"):
+        OperatorHarness.for_stream(lambda ds: ds.key_by(len).process(CountWithTimer()))
+    with pytest.raises(HarnessError, match=r"'Map' \(MapOperator\) is not keyed: harness it with OperatorHarness"):
+        KeyedOperatorHarness.for_map(str.upper, key_selector=len)
+
+
+def test_a_stream_of_several_operators_is_refused_naming_them():
+    with pytest.raises(HarnessError, match=r"declares 2 operators \('Map', 'Keyed Reduce'\), and a harness drives "
+                                           r"one"):
+        KeyedOperatorHarness.for_stream(lambda ds: ds.map(int).key_by(lambda x: x % 2).reduce(max))
+
+
+def test_a_subtask_index_outside_the_parallelism_is_refused():
+    with pytest.raises(HarnessError, match=r"subtask_index=2: operator 'Map' has parallelism 2, so its subtasks "
+                                           r"are 0..1"):
+        OperatorHarness.for_map(str, parallelism=2, subtask_index=2)
+
+
+# -- no Spark --------------------------------------------------------------------------------------------------
+
+
+def test_driving_a_harness_starts_no_spark_and_no_jvm():
+    script = (
+        "import sys\n"
+        "from runtime.testing import KeyedOperatorHarness\n"
+        "harness = KeyedOperatorHarness.for_reduce(max, key_selector=len)\n"
+        "harness.open(); harness.process_element('a'); harness.snapshot(); harness.end_input(); harness.close()\n"
+        "spark = sys.modules.get('pyspark')\n"
+        "print(spark is None or (spark.SparkContext._gateway is None and spark.SparkContext._active_spark_context "
+        "is None))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True,
+                         timeout=120)
+    assert out.stdout.split() == ["True"]
