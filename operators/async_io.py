@@ -55,7 +55,6 @@ from itertools import chain, repeat
 
 from operators.async_functions import AsyncFunction, AsyncRetryStrategy
 from operators.operator import OneInputOperator
-from operators.timers import processing_time_ms
 from runtime.errors import AsyncFunctionError, ChandyError, FunctionContractError
 from runtime.protocol.records import TimestampedBatch
 
@@ -402,7 +401,7 @@ class AsyncWaitOperator(OneInputOperator):
         if self._handoff or (self._backlog and len(self._pending) < self.capacity):
             return ALREADY_DUE
         if self._poll_at is None:
-            self._poll_at = processing_time_ms() + self._poll_ms
+            self._poll_at = self.info.clock() + self._poll_ms
         return self._poll_at
 
     def on_processing_time(self, now_ms: int) -> list:

@@ -31,7 +31,7 @@ from typing import Any, Callable, Generic, Iterator, TypeVar
 from operators.builtins import KeyedProcessOperator, _run_function, _tagged
 from operators.co_operators import TwoInputOperator
 from operators.context import KeyedContext
-from operators.timers import NonKeyedTimerService, processing_time_ms
+from operators.timers import NonKeyedTimerService
 from runtime.errors import StateUsageError
 from runtime.protocol.checkpoints import UNION_PREFIX
 from state_backends.descriptors import MapStateDescriptor
@@ -151,7 +151,7 @@ class _Context(KeyedContext):
         return state
 
     def current_processing_time(self) -> int:
-        return processing_time_ms()
+        return self.operator.info.clock()
 
     def current_watermark(self) -> int:
         return self.operator.watermark
@@ -197,8 +197,9 @@ class BroadcastProcessOperator(TwoInputOperator):
         writable = {name: BroadcastState(name, e) for name, e in self.entries.items()}
         read_only = {name: ReadOnlyBroadcastState(name, e) for name, e in self.entries.items()}
         watermark = self._current_watermark
-        self.broadcast_ctx = _Context(NonKeyedTimerService(watermark, _NO_KEY), writable, self)
-        self.ctx = _Context(NonKeyedTimerService(watermark), read_only, self)
+        clock = self.info.clock
+        self.broadcast_ctx = _Context(NonKeyedTimerService(watermark, _NO_KEY, clock), writable, self)
+        self.ctx = _Context(NonKeyedTimerService(watermark, clock=clock), read_only, self)
         super().open()  # the user function's open(runtime_context)
 
     def _current_watermark(self) -> int:

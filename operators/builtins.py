@@ -262,7 +262,7 @@ class ProcessOperator(OneInputOperator):
 
     def prepare(self) -> None:
         """What ``open`` sets up besides calling the user's ``open`` (a two-input operator uses it alone)."""
-        self.ctx = KeyedContext(NonKeyedTimerService(lambda: self.watermark))
+        self.ctx = KeyedContext(NonKeyedTimerService(lambda: self.watermark, clock=self.info.clock))
 
     def process_batch(self, records: list) -> list:
         out = _run_function(self.function.process_element, records, self.ctx, None, None, self.name)

@@ -88,6 +88,7 @@ class CoProcessOperator(TwoInputOperator):
         self.second = ProcessOperator(self.name, _Input(self.function, 2))
         for side in (self.first, self.second):
             side.side_tags = self.side_tags
+            side.info = self.info  # its place and clock are the operator's
             side.prepare()
 
     def process_batch1(self, records: list) -> list:

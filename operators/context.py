@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from operators.functions import KeyedProcessFunction, RuntimeContext
+from operators.timers import processing_time_ms
 from runtime.errors import StateUsageError
 from state_backends.descriptors import refuse_ttl
 
@@ -21,6 +23,9 @@ class SubtaskInfo:
     max_parallelism: int
     attempt: int
     job_parameters: dict = field(default_factory=dict)  # env.get_config().set_global_job_parameters(...)
+    # Processing time in epoch ms, wherever an operator or a function reads it: the wall clock in a job, the test's
+    # clock in a harness (runtime.testing), so that processing-time timers and windows can be tested exactly.
+    clock: Callable[[], int] = processing_time_ms
 
 
 class OperatorListState:

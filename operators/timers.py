@@ -107,8 +107,8 @@ class TimerQueue:
 class KeyedTimerService:
     """``ctx.timer_service()`` of a keyed function: timers for the current key (Flink's ``TimerService``).
 
-    ``current_watermark()`` is the operator's input watermark; ``current_processing_time()`` the wall clock
-    in epoch milliseconds.
+    ``current_watermark()`` is the operator's input watermark; ``current_processing_time()`` its subtask's clock
+    (the wall clock in epoch milliseconds, in a job).
     """
 
     __slots__ = ("_operator",)
@@ -117,7 +117,7 @@ class KeyedTimerService:
         self._operator = operator
 
     def current_processing_time(self) -> int:
-        return processing_time_ms()
+        return self._operator.info.clock()
 
     def current_watermark(self) -> int:
         return self._operator.watermark
@@ -147,17 +147,18 @@ class NonKeyedTimerService:
     5
     """
 
-    __slots__ = ("_watermark", "_why")
+    __slots__ = ("_watermark", "_why", "_clock")
 
     NOT_KEYED = ("Timers need a keyed stream: timers belong to a key and are checkpointed with its state. Call "
                  "key_by(...) and use a KeyedProcessFunction.")
 
-    def __init__(self, watermark, why: str = NOT_KEYED):
+    def __init__(self, watermark, why: str = NOT_KEYED, clock=processing_time_ms):
         self._watermark = watermark
         self._why = why  # what the refusal of a timer says
+        self._clock = clock
 
     def current_processing_time(self) -> int:
-        return processing_time_ms()
+        return self._clock()
 
     def current_watermark(self) -> int:
         return self._watermark()

@@ -29,7 +29,6 @@ by one.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 
 from operators.kafka.client import check_properties, client_config, error_text, for_role, with_log

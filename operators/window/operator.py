@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 from operators.functions import Function
 from operators.operator import OneInputOperator
-from operators.timers import EVENT_TIMERS, PROCESSING_TIMERS, TimerQueue, processing_time_ms
+from operators.timers import EVENT_TIMERS, PROCESSING_TIMERS, TimerQueue
 from operators.window.assigners import MergingWindowAssigner, SlidingEventTimeWindows, TumblingEventTimeWindows
 from operators.window.evictors import Evictor, TimestampedValue
 from operators.window.functions import (
@@ -298,7 +298,7 @@ class _TriggerContext(Trigger.OnMergeContext):
         self._states: dict[str, _InWindow] = {}
 
     def get_current_processing_time(self) -> int:
-        return processing_time_ms()
+        return self.op.info.clock()
 
     def get_current_watermark(self) -> int:
         return self.op.watermark
@@ -339,7 +339,7 @@ class _ProcessContext(ProcessWindowFunction.Context, ProcessAllWindowFunction.Co
         return self.window_
 
     def current_processing_time(self) -> int:
-        return processing_time_ms()
+        return self.op.info.clock()
 
     def current_watermark(self) -> int:
         return self.op.watermark
@@ -386,7 +386,7 @@ class _AssignerContext:
         self.op = operator
 
     def get_current_processing_time(self) -> int:
-        return processing_time_ms()
+        return self.op.info.clock()
 
     def get_runtime_context(self):
         return self.op.runtime_context
@@ -397,7 +397,7 @@ class _EvictorContext(Evictor.EvictorContext):
         self.op = operator
 
     def get_current_processing_time(self) -> int:
-        return processing_time_ms()
+        return self.op.info.clock()
 
     def get_current_watermark(self) -> int:
         return self.op.watermark

@@ -1,8 +1,8 @@
 """The harness's processing time: a clock the test sets, read where the operator would read the wall clock.
 
 A subtask fires processing-time timers when the wall clock reaches them; a harness fires them when the test
-moves this clock (``set_processing_time``). The same clock is the heap backend's, so state with a time-to-live
-expires on it too.
+moves this clock (``set_processing_time``). It is the operator's ``SubtaskInfo.clock``, which timer services,
+window contexts and triggers read, and the heap backend's, so state with a time-to-live expires on it too.
 
 >>> clock = ManualClock()
 >>> clock.set(1_000); clock.now_ms()
@@ -15,11 +15,9 @@ runtime.testing.errors.HarnessError: set_processing_time(500): processing time i
 
 from __future__ import annotations
 
-from typing import Callable
-
 from runtime.testing.errors import HarnessError
 
-__all__ = ["ManualClock", "ClockedTimerService"]
+__all__ = ["ManualClock"]
 
 
 class ManualClock:
@@ -45,26 +43,3 @@ class ManualClock:
                                "only (timers up to it have fired). Build a new harness to start over at an earlier "
                                "time.")
         self._now_ms = now_ms
-
-
-class ClockedTimerService:
-    """A function's ``ctx.timer_service()`` whose ``current_processing_time()`` reads the harness's clock; every
-    other call goes to the operator's own service, so timers are registered exactly as in a job.
-
-    >>> from operators.timers import NonKeyedTimerService
-    >>> service = ClockedTimerService(NonKeyedTimerService(lambda: 7), ManualClock(start_ms=42).now_ms)
-    >>> service.current_processing_time(), service.current_watermark()
-    (42, 7)
-    """
-
-    __slots__ = ("_service", "_clock")
-
-    def __init__(self, service, clock: Callable[[], int]):
-        self._service = service
-        self._clock = clock
-
-    def current_processing_time(self) -> int:
-        return self._clock()
-
-    def __getattr__(self, name: str):
-        return getattr(self._service, name)

@@ -30,7 +30,7 @@ from runtime.network.codec import RecordCodec
 from runtime.protocol.events import MAX_WATERMARK
 from runtime.protocol.records import TimestampedBatch
 from runtime.side_outputs import OutputTag
-from runtime.testing.clock import ClockedTimerService, ManualClock
+from runtime.testing.clock import ManualClock
 from runtime.testing.declared import DeclaredOperator, declare_operator
 from runtime.testing.errors import HarnessError
 from runtime.testing.output import CollectedOutput
@@ -110,8 +110,9 @@ class OperatorHarness:
         self._as_rows = (RecordCodec(node.output_type, node.name).as_rows if node.output_type is not None
                          and node.output_type.is_row and node.schema is None else None)
         graph = declared.graph
+        # The harness's clock is the subtask's: timers, windows, trigger contexts and TTL all read it.
         operator.setup(SubtaskInfo(node.name, subtask_index, node.parallelism, graph.max_parallelism, 0,
-                                   graph.job_parameters), self._backend)
+                                   graph.job_parameters, clock=self._clock.now_ms), self._backend)
         self._lifecycle = Lifecycle.CREATED
 
     def _create_backend(self):
@@ -228,15 +229,6 @@ class OperatorHarness:
         self._require("open", Lifecycle.CREATED, Lifecycle.RESTORED)
         self._lifecycle = Lifecycle.OPEN  # before the call: a subtask closes an operator whose open() raised too
         self.operator.open()
-        self._clock_the_timer_service()
-
-    def _clock_the_timer_service(self) -> None:
-        # A function's ctx.timer_service() reads the wall clock; the harness's clock stands in for it. The
-        # operator keeps the ctx it made in open(), so the service is swapped there.
-        ctx = getattr(self.operator, "ctx", None)
-        service = getattr(ctx, "service", None)
-        if service is not None:
-            ctx.service = ClockedTimerService(service, self._clock.now_ms)
 
     def end_input(self) -> None:
         """The input ended: the final watermark fires every event-time timer, then the operator finishes (a

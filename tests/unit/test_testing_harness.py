@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from operators.functions import KeyedProcessFunction, MapFunction, ProcessFunction
-from runtime.datastream.window import TumblingEventTimeWindows
+from runtime.datastream.window import TumblingEventTimeWindows, TumblingProcessingTimeWindows
 from runtime.errors import ApiUsageError, IncompatibleCheckpointError
 from runtime.keys.key_groups import subtask_for_key
 from runtime.protocol.events import MAX_WATERMARK
@@ -166,6 +166,23 @@ def test_a_tumbling_event_time_window_fires_each_keys_pane_at_its_end():
     harness.end_input()  # the final watermark fires [10, 20)
     assert harness.output_with_timestamps()[2:] == [(("a", 5), 19)]
     assert harness.watermarks() == [8, 9, MAX_WATERMARK]
+
+
+def test_a_processing_time_window_assigns_and_fires_by_the_harness_clock():
+    harness = KeyedOperatorHarness.for_stream(
+        lambda ds: ds.key_by(lambda r: r[0]).window(TumblingProcessingTimeWindows.of(Time.milliseconds(100)))
+        .reduce(lambda a, b: (a[0], a[1] + b[1])))
+    harness.set_processing_time(1_050)
+    harness.open()
+    harness.process_elements([("a", 1), ("a", 2)])  # into [1000, 1100), by the harness's clock
+    harness.set_processing_time(1_098)
+    harness.process_element(("a", 4))
+    assert harness.output() == []
+    harness.set_processing_time(1_099)  # the window's last millisecond: it fires
+    assert harness.output_with_timestamps() == [(("a", 7), 1_099)]
+    harness.process_element(("a", 8))  # at 1099 still in [1000, 1100): its timer is due, at the clock's next move
+    harness.set_processing_time(1_250)
+    assert harness.output()[1:] == [("a", 8)]
 
 
 def test_a_windows_pane_survives_a_snapshot_and_restore():
