@@ -106,35 +106,11 @@ def test_a_watermark_strategy_without_an_assigner_keeps_what_the_records_have(sp
 
 
 def test_pyflinks_jdbc_sink_program_writes_its_books(spark, postgres):
-    # PyFlink's JdbcSink documentation example, with ``pyflink`` replaced by ``runtime`` and the URL, user and
-    # password the session's server's.
-    from runtime.datastream.connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSink
+    from tests.pyflink_jdbc_program import declare_books_job
 
     postgres.query("CREATE TABLE IF NOT EXISTS books (id int, title text, authors text, year int)")
     postgres.query("TRUNCATE books")
-    env = StreamExecutionEnvironment.get_execution_environment()
-    type_info = Types.ROW([Types.INT(), Types.STRING(), Types.STRING(), Types.INT()])
-    ds = env.from_collection([(101, "Stream Processing with Apache Flink", "Fabian Hueske, Vasiliki Kalavri", 2019),
-                              (102, "Streaming Systems", "Tyler Akidau, Slava Chernyak, Reuven Lax", 2018),
-                              (103, "Designing Data-Intensive Applications", "Martin Kleppmann", 2017),
-                              (104, "Kafka: The Definitive Guide", "Gwen Shapira, Neha Narkhede, Todd Palino", 2017)],
-                             type_info=type_info)
-    ds.add_sink(
-        JdbcSink.sink(
-            "insert into books (id, title, authors, year) values (?, ?, ?, ?)",
-            type_info,
-            JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
-            .with_url(postgres.jdbc_url)
-            .with_driver_name("org.postgresql.Driver")
-            .with_user_name(postgres.user)
-            .with_password(postgres.password)
-            .build(),
-            JdbcExecutionOptions.builder()
-            .with_batch_interval_ms(1000)
-            .with_batch_size(200)
-            .with_max_retries(5)
-            .build()
-        ))
+    env = declare_books_job(postgres.jdbc_url, postgres.user, postgres.password)
     env.execute()
     assert postgres.query("SELECT id, year FROM books ORDER BY id") == [(101, 2019), (102, 2018), (103, 2017),
                                                                       (104, 2017)]

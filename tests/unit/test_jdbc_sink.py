@@ -146,34 +146,9 @@ def test_options_are_pyflinks_and_check_their_values():
 
 
 def test_a_pyflink_program_declares_its_job_after_the_import_change():
-    # As PyFlink's documentation writes it, with ``pyflink`` replaced by ``runtime``.
-    from runtime.common.typeinfo import Types
-    from runtime.datastream import StreamExecutionEnvironment
-    from runtime.datastream.connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSink
+    from tests.pyflink_jdbc_program import declare_books_job
 
-    env = StreamExecutionEnvironment.get_execution_environment()
-    type_info = Types.ROW([Types.INT(), Types.STRING(), Types.STRING(), Types.INT()])
-    ds = env.from_collection([(101, "Stream Processing with Apache Flink", "Fabian Hueske, Vasiliki Kalavri", 2019),
-                              (102, "Streaming Systems", "Tyler Akidau, Slava Chernyak, Reuven Lax", 2018),
-                              (103, "Designing Data-Intensive Applications", "Martin Kleppmann", 2017),
-                              (104, "Kafka: The Definitive Guide", "Gwen Shapira, Neha Narkhede, Todd Palino", 2017)],
-                             type_info=type_info)
-    ds.add_sink(
-        JdbcSink.sink(
-            "insert into books (id, title, authors, year) values (?, ?, ?, ?)",
-            type_info,
-            JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
-            .with_url("jdbc:postgresql://dbhost:5432/postgresdb")
-            .with_driver_name("org.postgresql.Driver")
-            .with_user_name("someUser")
-            .with_password("somePassword")
-            .build(),
-            JdbcExecutionOptions.builder()
-            .with_batch_interval_ms(1000)
-            .with_batch_size(200)
-            .with_max_retries(5)
-            .build()
-        ))
+    env = declare_books_job("jdbc:postgresql://dbhost:5432/postgresdb", "someUser", "somePassword")
     graph = env.get_job_graph("books")
     sink = graph.operators[-1].operator.sink
     assert graph.operators[-1].name == "Sink: JdbcSink" and isinstance(sink, JdbcSink)
