@@ -41,7 +41,7 @@ from runtime.ids import CheckpointId
 from runtime.protocol.checkpoints import CompletedCheckpoint
 from state_backends.storage import CheckpointStorage, SavepointStorage, job_directory_name
 
-__all__ = ["list_checkpoints", "describe_checkpoint"]
+__all__ = ["list_checkpoints", "describe_checkpoint", "open_checkpoint"]
 
 _CHK = re.compile(r"^chk-\d+$")
 
@@ -153,24 +153,28 @@ def _one_checkpoint(directory: str) -> tuple[CheckpointStorage, CompletedCheckpo
             f"the checkpoint to show too (chandy checkpoint {directory} latest), or pass a savepoint.") from None
 
 
-def describe_checkpoint(directory: str, checkpoint_id: int | str | None = None) -> str:
-    """Operators, subtasks, key-group ranges, files and source positions of one checkpoint (an id, or
-    ``"latest"``: the newest restorable one), or, without ``checkpoint_id``, of the savepoint or ``chk-<n>``
-    directory ``directory``."""
+def open_checkpoint(directory: str, checkpoint_id: int | str | None = None) -> tuple[CheckpointStorage,
+                                                                                   CompletedCheckpoint]:
+    """The storage and the checkpoint of ``directory``: a savepoint's or a ``chk-<n>`` directory, or, with
+    ``checkpoint_id`` (an id or ``"latest"``: the newest restorable one), a job's directory."""
     if checkpoint_id is None:
-        storage, checkpoint = _one_checkpoint(directory)
-        return _description(storage, checkpoint)
+        return _one_checkpoint(directory)
     storage = _open(directory)
     if isinstance(storage, list):
         table = "\n".join(_jobs_table(storage))
         raise CheckpointNotFoundError(
             f"{_storage_not_job(directory)}: pass one of its jobs' directories, e.g. "
             f"{posixpath.join(directory.rstrip('/'), storage[0].name)}. Its jobs:\n{table}")
-    if str(checkpoint_id).strip().isdecimal():  # also an unrestorable one: the description says what is wrong
-        checkpoint = storage.read_checkpoint(CheckpointId(int(checkpoint_id)))
-    else:
-        checkpoint = resolve_restore(storage, checkpoint_id).checkpoint
-    return _description(storage, checkpoint)
+    if str(checkpoint_id).strip().isdecimal():  # also an unrestorable one: a description says what is wrong
+        return storage, storage.read_checkpoint(CheckpointId(int(checkpoint_id)))
+    return storage, resolve_restore(storage, checkpoint_id).checkpoint
+
+
+def describe_checkpoint(directory: str, checkpoint_id: int | str | None = None) -> str:
+    """Operators, subtasks, key-group ranges, files and source positions of one checkpoint (an id, or
+    ``"latest"``: the newest restorable one), or, without ``checkpoint_id``, of the savepoint or ``chk-<n>``
+    directory ``directory``."""
+    return _description(*open_checkpoint(directory, checkpoint_id))
 
 
 def _description(storage: CheckpointStorage, checkpoint: CompletedCheckpoint) -> str:

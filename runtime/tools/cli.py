@@ -13,6 +13,8 @@
     chandy status URL                                    a job's state, throughput and checkpoints
     chandy cancel URL                                    cancel a job
     chandy trigger-checkpoint URL                        take a checkpoint now and wait for it
+    chandy state show PATH [ID|latest] [--uid U --state S]   a checkpoint's state (runtime.state_api)
+    chandy state export PATH [ID|latest] --uid U --state S --to FILE.parquet|FILE.csv
 
 DIR is the job's directory, ``<checkpoint storage>/<job name>`` (the job name as a folder name, see
 :func:`~state_backends.storage.job_directory_name`), as a path or any fsspec URL. A running job says there
@@ -67,6 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in (("status", "a job's state, throughput and checkpoints"), ("cancel", "cancel a job"),
                        ("trigger-checkpoint", "take a checkpoint of a job now and wait until it completed")):
         commands.add_parser(name, help=text).add_argument("url", help="the job's dashboard URL (or the driver's)")
+    state = commands.add_parser("state", help="read a savepoint's or a checkpoint's state")
+    state.add_argument("action", choices=("show", "export"))
+    state.add_argument("directory", help="a savepoint's or a chk-<n> directory, or a job's directory with ID")
+    state.add_argument("checkpoint_id", nargs="?", help="a checkpoint id, or 'latest', of a job's directory")
+    state.add_argument("--uid", help="the operator's uid")
+    state.add_argument("--state", help="the state's name")
+    state.add_argument("--key", help="show only this key (compared as text)")
+    state.add_argument("--limit", type=int, default=20, help="rows to show (default 20)")
+    state.add_argument("--to", help="export: the .parquet or .csv file to write")
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
         from runtime.tools.demo import main as demo
@@ -113,6 +124,21 @@ def main(argv: list[str] | None = None) -> int:
                   "trigger-checkpoint": rest_commands.trigger_checkpoint}[args.command]
         try:
             print(action(args.url or rest_commands.DEFAULT_URL))
+        except ChandyError as exc:
+            print(f"chandy: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.command == "state":
+        from runtime.errors import ChandyError
+        from runtime.tools.state_commands import export_state, show_state
+
+        try:
+            if args.action == "show":
+                print(show_state(args.directory, args.checkpoint_id, args.uid, args.state, args.key, args.limit))
+            elif not (args.uid and args.state and args.to):
+                parser.error("chandy state export needs --uid, --state and --to")
+            else:
+                print(export_state(args.directory, args.checkpoint_id, args.uid, args.state, args.to))
         except ChandyError as exc:
             print(f"chandy: {exc}", file=sys.stderr)
             return 2

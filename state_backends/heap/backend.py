@@ -425,6 +425,13 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._ttl_restored.discard(state_name)
         self._ttl_names.discard(state_name)
 
+    def raw_entries(self, state_name: str) -> Iterator[tuple[int, Any, Any]]:
+        """Every ``(key group, key, entry)`` of ``state_name`` as it is held: with a TTL, each entry carries its
+        last-access time (the state API reads restored state this way, without declaring it)."""
+        for group, table in self._tables.get(state_name, {}).items():
+            for key, entry in table.items():
+                yield group, key, entry
+
     def entries(self, state_name: str) -> Iterator[tuple[int, Any, Any]]:
         """Every ``(key group, key, value)`` of ``state_name`` on this subtask (with a TTL: as a read would show
         them, without their timestamps)."""

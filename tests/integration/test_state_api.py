@@ -1,0 +1,119 @@
+"""State as data: a job's checkpoint and savepoint read back as Arrow tables, from every backend that writes them,
+equal to the state computed in plain Python."""
+
+import collections
+import pickle
+
+import pyarrow.parquet as pq
+import pytest
+
+from operators import DiscardingSink, KeyedProcessFunction, ListStateDescriptor, SequenceSource, ValueStateDescriptor
+from runtime.errors import UnknownNameError
+from runtime.state_api import SavepointReader
+from runtime.tools.cli import main as chandy
+from state_backends import HashMapStateBackend
+from state_backends.rocksdb import EmbeddedRocksDBStateBackend
+from tests.integration.paced import PacedSource
+from tests.integration.waiting import wait_for
+
+N, KEYS = 5_000, 37
+
+
+class CountAndLast(KeyedProcessFunction):
+    """Each key's count (value state) and its three largest values (list state: the order records of two source
+    subtasks arrive in does not change it)."""
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+        self.last = runtime_context.get_list_state(ListStateDescriptor("last"))
+
+    def process_element(self, value, ctx):
+        self.count.update((self.count.value() or 0) + 1)
+        self.last.update(sorted(list(self.last.get()) + [value])[-3:])
+        return []
+
+
+def reference():
+    counts, last = collections.Counter(), collections.defaultdict(list)
+    for x in range(N):
+        counts[x % KEYS] += 1
+        last[x % KEYS] = sorted(last[x % KEYS] + [x])[-3:]
+    return dict(counts), dict(last)
+
+
+BACKENDS = {"heap": lambda tmp_path: HashMapStateBackend(),
+            "heap-incremental": lambda tmp_path: HashMapStateBackend(enable_incremental_checkpointing=True),
+            "rocksdb-incremental": lambda tmp_path: EmbeddedRocksDBStateBackend(
+                True, db_storage_path=str(tmp_path / "rocksdb"))}
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_keyed_state_of_the_final_checkpoint_reads_as_the_reference(env, tmp_path, backend, capsys):
+    env.set_parallelism(2).enable_checkpointing(100).set_state_backend(BACKENDS[backend](tmp_path))
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    env.from_sequence(0, N - 1).uid("numbers").key_by(lambda x: x % KEYS).process(CountAndLast()).uid("count") \
+        .sink_to(DiscardingSink()).uid("sink")
+    env.execute("state-api")
+    reader = SavepointReader.read(str(tmp_path / "ck" / "state-api"), "latest")
+    (info,) = [op for op in reader.operators() if op.uid == "count"]
+    assert (info.parallelism, info.keyed_states) == (2, ("count", "last"))
+    counts, last = reference()
+    table = reader.keyed_state("count", "count", key_groups=True)
+    assert table.column_names == ["key_group", "key", "value"]
+    assert dict(zip(table.column("key").to_pylist(), table.column("value").to_pylist())) == counts
+    assert table.column("key_group").to_pylist() == sorted(table.column("key_group").to_pylist())
+    frame = reader.keyed_state("count", "last").to_pandas()
+    assert {key: list(values) for key, values in zip(frame["key"], frame["value"])} == last
+    with pytest.raises(UnknownNameError, match="has no keyed state 'nope': its keyed states are \\['count', 'last'\\]"):
+        reader.keyed_state("count", "nope")
+    with pytest.raises(UnknownNameError, match="no operator with uid 'nope'"):
+        reader.keyed_state("nope", "count")
+    if backend == "heap":  # the same at the command line
+        job = str(tmp_path / "ck" / "state-api")
+        assert chandy(["state", "show", job, "latest"]) == 0
+        assert "keyed state count" in capsys.readouterr().out
+        assert chandy(["state", "show", job, "latest", "--uid", "count", "--state", "count", "--key", "5"]) == 0
+        assert capsys.readouterr().out.split() == ["1", "rows", "key", "value", "5", str(counts[5])]
+        assert chandy(["state", "export", job, "latest", "--uid", "count", "--state", "count", "--to",
+                       str(tmp_path / "counts.parquet")]) == 0
+        exported = pq.read_table(tmp_path / "counts.parquet")
+        assert dict(zip(exported.column("key").to_pylist(), exported.column("value").to_pylist())) == counts
+
+
+class Box:
+    """A value Arrow cannot hold: the reader gives its pickled bytes."""
+
+    def __init__(self, n):
+        self.n = n
+
+
+class BoxedCount(KeyedProcessFunction):
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("boxed"))
+
+    def process_element(self, value, ctx):
+        self.count.update(Box((self.count.value() or Box(0)).n + 1))
+        return []
+
+
+def test_a_savepoint_with_values_arrow_cannot_hold_and_operator_state_reads_too(env, tmp_path):
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    numbers = PacedSource(SequenceSource(0, N - 1), per_checkpoint=500, together=str(tmp_path / "paced"))
+    env.from_source(numbers, "numbers").uid("numbers").key_by(lambda x: x % KEYS).process(BoxedCount()) \
+        .uid("boxed").sink_to(DiscardingSink()).uid("sink")
+    client = env.execute_async("state-api-savepoint")
+    wait_for(lambda: len(client._run.coordinator.completed_checkpoints()) >= 2, what="two checkpoints")
+    savepoint = client.stop_with_savepoint(str(tmp_path / "savepoints"))
+    client.get_job_execution_result()
+    reader = SavepointReader.read(savepoint)
+    by_uid = {op.uid: op for op in reader.operators()}
+    assert by_uid["boxed"].keyed_states == ("boxed",) and by_uid["numbers"].operator_states
+    splits = reader.operator_state("numbers", by_uid["numbers"].operator_states[0])
+    assert splits.num_rows == 2, "one split state per source subtask"
+    table = reader.keyed_state("boxed", "boxed")
+    assert table.column_names == ["key", "value_pickled"]
+    counts = {key: pickle.loads(value).n for key, value in zip(table.column("key").to_pylist(),
+                                                                table.column("value_pickled").to_pylist())}
+    read = sum(counts.values())
+    assert 0 < read < N and set(counts) <= set(range(KEYS)), "the savepoint is of a job that was still reading"
