@@ -2,7 +2,8 @@
 
 ``SavepointReader.read(path)`` opens a savepoint or a ``chk-<n>`` directory (``read(job_directory, "latest")`` the
 newest restorable checkpoint of a job); ``operators()`` says what state each operator has; ``keyed_state(uid,
-name)`` and ``operator_state(uid, name)`` read it.
+name)`` and ``operator_state(uid, name)`` read it. ``SavepointWriter`` writes one: bootstrapped from tables, or an
+existing one changed.
 
 >>> from runtime.state_api import SavepointReader
 >>> SavepointReader.read("memory://state-api-doc/orders/chk-7")
@@ -13,5 +14,6 @@ usable checkpoint.
 """
 
 from runtime.state_api.reader import OperatorInfo, SavepointReader
+from runtime.state_api.writer import SavepointWriter
 
-__all__ = ["SavepointReader", "OperatorInfo"]
+__all__ = ["SavepointReader", "SavepointWriter", "OperatorInfo"]

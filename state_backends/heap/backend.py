@@ -425,6 +425,15 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._ttl_restored.discard(state_name)
         self._ttl_names.discard(state_name)
 
+    def put_entry(self, state_name: str, key: Any, entry: Any) -> None:
+        """Set ``key``'s entry of ``state_name`` as it is held (a value state's value, a list state's list, a map
+        state's dict), in the key group the runtime routes ``key`` to (the state API writes state this way)."""
+        key = canonical_key(key)
+        group = self.key_group_of(key)
+        if group not in self.key_groups:
+            raise ProtocolError(f"key {key!r} is in key group {group}, not in this backend's {tuple(self.key_groups)}")
+        self._tables.setdefault(state_name, {}).setdefault(group, {})[key] = entry
+
     def raw_entries(self, state_name: str) -> Iterator[tuple[int, Any, Any]]:
         """Every ``(key group, key, entry)`` of ``state_name`` as it is held: with a TTL, each entry carries its
         last-access time (the state API reads restored state this way, without declaring it)."""

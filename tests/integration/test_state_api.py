@@ -4,10 +4,11 @@ equal to the state computed in plain Python."""
 import collections
 import pickle
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from operators import DiscardingSink, KeyedProcessFunction, ListStateDescriptor, SequenceSource, ValueStateDescriptor
+from operators import CollectSink, DiscardingSink, KeyedProcessFunction, ListStateDescriptor, SequenceSource, ValueStateDescriptor
 from runtime.errors import UnknownNameError
 from runtime.state_api import SavepointReader
 from runtime.tools.cli import main as chandy
@@ -117,3 +118,25 @@ def test_a_savepoint_with_values_arrow_cannot_hold_and_operator_state_reads_too(
                                                                 table.column("value_pickled").to_pylist())}
     read = sum(counts.values())
     assert 0 < read < N and set(counts) <= set(range(KEYS)), "the savepoint is of a job that was still reading"
+
+
+def test_a_job_starts_from_state_bootstrapped_from_a_table_and_goes_on_counting(env, tmp_path):
+    from runtime.state_api import SavepointWriter
+    from tests.integration.jobs import CountPerKey
+
+    earlier = {k: 1000 * k for k in range(KEYS)}  # counts of a system the job takes over from
+    savepoint = (SavepointWriter.new_savepoint(128)
+                 .with_keyed_state("count", "count", pa.table({"key": list(earlier), "value": list(earlier.values())}))
+                 .write(str(tmp_path / "bootstrap")))
+    env.set_parallelism(2).enable_checkpointing(100).set_state_backend(
+        EmbeddedRocksDBStateBackend(True, db_storage_path=str(tmp_path / "rocksdb")))
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    sink = CollectSink("counts")
+    env.from_sequence(0, N - 1).uid("numbers").key_by(lambda x: x % KEYS).process(CountPerKey()).uid("count") \
+        .sink_to(sink).uid("sink")
+    result = env.execute("bootstrapped", restore_from=savepoint)
+    final = {}
+    for key, count in result.collected(sink):
+        final[key] = max(final.get(key, 0), count)
+    added = collections.Counter(x % KEYS for x in range(N))
+    assert final == {k: earlier[k] + added[k] for k in range(KEYS)}

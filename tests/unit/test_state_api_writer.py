@@ -1,0 +1,86 @@
+"""SavepointWriter and SavepointReader without Spark: what is written reads back, partitioned as the runtime routes
+keys, and an existing savepoint changes as asked."""
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from runtime.errors import ConfigurationError, SavepointError, UnknownNameError
+from runtime.keys.key_groups import assign_to_key_group, key_group_to_subtask
+from runtime.state_api import SavepointReader, SavepointWriter
+
+KEYS = [f"user-{n}" for n in range(50)]
+
+
+def pairs(table, value="value"):
+    return dict(zip(table.column("key").to_pylist(), table.column(value).to_pylist()))
+
+
+def test_keyed_state_from_pandas_arrow_and_dicts_reads_back_with_every_kind_of_entry(tmp_path):
+    frame = pd.DataFrame({"user": KEYS, "visits": range(50)})
+    path = (SavepointWriter.new_savepoint(64)
+            .with_keyed_state("count", "visits", frame, key_column="user", value_column="visits", parallelism=3)
+            .with_keyed_state("count", "recent", pa.table({"key": [1, 2], "value": [[1, 2], [3]]}))
+            .with_keyed_state("profile", "tags", {"ann": {"lang": "py"}})
+            .write(str(tmp_path / "sp")))
+    reader = SavepointReader.read(path)
+    assert reader.max_parallelism == 64
+    by_uid = {op.uid: op for op in reader.operators()}
+    assert by_uid["count"].keyed_states == ("recent", "visits") and by_uid["count"].parallelism == 3
+    assert pairs(reader.keyed_state("count", "visits")) == dict(zip(KEYS, range(50)))
+    assert pairs(reader.keyed_state("count", "recent")) == {1: [1, 2], 2: [3]}
+    tags = reader.keyed_state("profile", "tags").to_pylist()
+    assert [(row["key"], dict(row["value"])) for row in tags] == [("ann", {"lang": "py"})]
+
+
+def test_each_key_is_in_the_file_of_the_subtask_the_runtime_routes_it_to(tmp_path):
+    path = (SavepointWriter.new_savepoint(128).with_keyed_state("count", "n", {k: 1 for k in KEYS}, parallelism=4)
+            .write(str(tmp_path / "sp")))
+    reader = SavepointReader.read(path)
+    (state,) = reader.checkpoint.operators
+    table = reader.keyed_state("count", "n", key_groups=True)
+    groups = dict(zip(table.column("key").to_pylist(), table.column("key_group").to_pylist()))
+    assert groups == {k: assign_to_key_group(k, 128) for k in KEYS}
+    for handle in state.handles:
+        owned = {k for k in KEYS if key_group_to_subtask(groups[k], 128, 4) == handle.subtask}
+        assert set(handle.keyed_groups) >= {groups[k] for k in owned}
+        assert not set(handle.keyed_groups) & {groups[k] for k in KEYS if k not in owned}
+
+
+def test_an_existing_savepoint_is_transformed_trimmed_and_written_elsewhere(tmp_path):
+    first = (SavepointWriter.new_savepoint(32).with_keyed_state("count", "n", {k: i for i, k in enumerate(KEYS)})
+             .with_keyed_state("count", "old", {"a": 1}).with_keyed_state("gone", "x", {"b": 2})
+             .write(str(tmp_path / "one")))
+    second = (SavepointWriter.from_existing(first)
+              .transform("count", "n", lambda key, n: None if n % 2 else n * 10)  # None drops the entry
+              .remove_state("count", "old").remove_operator("gone")
+              .write(str(tmp_path / "two")))
+    reader = SavepointReader.read(second)
+    assert [(op.uid, op.keyed_states) for op in reader.operators()] == [("count", ("n",))]
+    assert pairs(reader.keyed_state("count", "n")) == {k: i * 10 for i, k in enumerate(KEYS) if i % 2 == 0}
+    assert pairs(SavepointReader.read(first).keyed_state("count", "n"))["user-1"] == 1, "the first is unchanged"
+
+
+def test_values_arrow_cannot_hold_go_through_their_pickles_both_ways(tmp_path):
+    path = SavepointWriter.new_savepoint().with_keyed_state("op", "s", {"a": 1, "b": "two"}).write(str(tmp_path / "a"))
+    table = SavepointReader.read(path).keyed_state("op", "s")
+    assert table.column_names == ["key", "value_pickled"]
+    copy = (SavepointWriter.new_savepoint().with_keyed_state("op", "s", table, value_column="value_pickled")
+            .write(str(tmp_path / "b")))
+    again = SavepointReader.read(copy).keyed_state("op", "s")
+    assert again.equals(table)
+
+
+def test_mistakes_say_what_to_do(tmp_path):
+    writer = SavepointWriter.new_savepoint().with_keyed_state("count", "n", {"a": 1})
+    with pytest.raises(ConfigurationError, match="no column 'key' .*key_column="):
+        writer.with_keyed_state("count", "n", pd.DataFrame({"user": ["a"], "value": [1]}))
+    with pytest.raises(UnknownNameError, match="no operator with uid 'nope': its operators are \\['count'\\]"):
+        writer.remove_operator("nope")
+    with pytest.raises(UnknownNameError, match="has no keyed state 'm': its keyed states are \\['n'\\]"):
+        writer.transform("count", "m", lambda k, v: v)
+    with pytest.raises(ConfigurationError, match="max_parallelism=0"):
+        SavepointWriter.new_savepoint(0)
+    path = writer.write(str(tmp_path / "sp"))
+    with pytest.raises(SavepointError, match="holds a savepoint already"):
+        writer.write(path)
