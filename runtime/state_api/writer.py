@@ -23,7 +23,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from runtime.errors import CheckpointNotFoundError, ConfigurationError, SavepointError, UnknownNameError
+from runtime.errors import (
+    CheckpointNotFoundError,
+    ConfigurationError,
+    CorruptCheckpointError,
+    SavepointError,
+    UnknownNameError,
+)
 from runtime.ids import CheckpointId
 from runtime.keys.canonical import canonical_key
 from runtime.keys.key_groups import assign_to_key_group, key_group_range, key_group_to_subtask
@@ -126,16 +132,27 @@ class SavepointWriter:
         self._operators[uid].keyed[name] = changed
         return self
 
-    def write(self, path: str) -> str:
-        """Write the savepoint into the directory ``path`` (which must not hold one yet); returns its URL, which
-        ``restore_from`` takes."""
+    def write(self, path: str, overwrite: bool = False) -> str:
+        """Write the savepoint into the directory ``path``; returns its URL, which ``restore_from`` takes. A
+        directory that holds a savepoint already is refused, unless ``overwrite``. A write that fails leaves
+        nothing behind."""
         storage = SavepointStorage(path)
         try:
             storage.read()
-        except CheckpointNotFoundError:
+        except (CheckpointNotFoundError, CorruptCheckpointError):
             pass
         else:
-            raise SavepointError(f"{storage.url} holds a savepoint already: write to a new directory.")
+            if not overwrite:
+                raise SavepointError(f"{storage.url} holds a savepoint already: write to a new directory, or "
+                                     "write(path, overwrite=True) to replace it.")
+            storage.delete()
+        try:
+            return self._write(storage)
+        except BaseException:
+            storage.delete()
+            raise
+
+    def _write(self, storage: SavepointStorage) -> str:
         checkpoint_id = CheckpointId(self.checkpoint_id)
         operators = []
         for draft in self._operators.values():
@@ -204,9 +221,23 @@ def _entries(data, key_column: str, value_column: str) -> dict:
         values = values.to_pylist() if hasattr(values, "to_pylist") else list(values)
         if value_column.endswith("_pickled"):  # as the reader gives values Arrow cannot hold
             values = [pickle.loads(v) for v in values]
-        return dict(zip(keys, values))
+        return _unique(zip(keys, values), key_column)
     try:
-        return dict(data)
+        return _unique(iter(data), key_column)
     except (TypeError, ValueError):
         raise ConfigurationError(f"SavepointWriter: keyed state comes from a pyarrow.Table, a pandas DataFrame, a "
                                  f"dict or (key, entry) pairs, not {type(data).__name__}.") from None
+
+
+def _unique(pairs, key_column: str) -> dict:
+    """``{key: entry}``, refusing a key given twice: a state holds one entry per key, and which of two rows was meant
+    cannot be guessed (aggregate them first, into a list for a list state)."""
+    entries: dict = {}
+    for key, entry in pairs:
+        key = canonical_key(key)
+        if key in entries:
+            raise ConfigurationError(f"SavepointWriter: the key {key!r} comes twice in column {key_column!r}: a state "
+                                     "holds one entry per key. Aggregate the rows of a key first (a list state's "
+                                     "entry is the list of its values).")
+        entries[key] = entry
+    return entries

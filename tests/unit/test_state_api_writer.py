@@ -81,6 +81,21 @@ def test_mistakes_say_what_to_do(tmp_path):
         writer.transform("count", "m", lambda k, v: v)
     with pytest.raises(ConfigurationError, match="max_parallelism=0"):
         SavepointWriter.new_savepoint(0)
+    with pytest.raises(ConfigurationError, match="the key 'a' comes twice in column 'key'.*Aggregate"):
+        writer.with_keyed_state("count", "n", pa.table({"key": ["a", "b", "a"], "value": [1, 2, 3]}))
     path = writer.write(str(tmp_path / "sp"))
-    with pytest.raises(SavepointError, match="holds a savepoint already"):
+    with pytest.raises(SavepointError, match="holds a savepoint already.*overwrite=True"):
         writer.write(path)
+    writer.with_keyed_state("count", "n", {"a": 5}).write(path, overwrite=True)
+    assert pairs(SavepointReader.read(path).keyed_state("count", "n")) == {"a": 5}
+
+
+def test_a_write_that_fails_leaves_nothing_behind(tmp_path):
+    class Unpicklable:
+        def __reduce__(self):
+            raise TypeError("not this one")
+
+    writer = SavepointWriter.new_savepoint().with_keyed_state("count", "n", {"a": Unpicklable()})
+    with pytest.raises(Exception, match="not this one"):
+        writer.write(str(tmp_path / "sp"))
+    assert not (tmp_path / "sp").exists() or not any((tmp_path / "sp").rglob("*"))
