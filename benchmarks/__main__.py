@@ -199,7 +199,7 @@ def main(argv=None) -> int:
         run_chandy_latency(spark, chandy["records_per_s"] / 4, 2 if args.quick else 10, args.keys, args.parallelism),
         run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 3 if args.quick else 20, args.keys),
     ]
-    recovery = run_recovery(spark, 1_000_000 if args.quick else 8_000_000, args.keys, args.parallelism,
+    recovery = run_recovery(spark, 400_000 if args.quick else 8_000_000, args.keys, args.parallelism,
                             full_rate=chandy["records_per_s"], interval_ms=200 if args.quick else 1000)
     # throughput while 1 KiB-per-key state is checkpointed: 10 MB (quick), 100 MB and 1 GB
     # (quick mode's rates come from runs too short to mean anything: assume 500k/s there)
@@ -235,7 +235,7 @@ def main(argv=None) -> int:
     batch, streaming = (median_run(bounded_runs[m]) for m in (RuntimeExecutionMode.BATCH,
                                                               RuntimeExecutionMode.STREAMING))
     # checkpoints behind a sink taking 2 ms per record: aligned and unaligned, without and with debloating
-    backpressure = [run_backpressure(spark, 2.0, 1.5 if args.quick else 30, args.parallelism, debloat, unaligned, timeout)
+    backpressure = [run_backpressure(spark, 2.0, 1.0 if args.quick else 30, args.parallelism, debloat, unaligned, timeout)
                     for unaligned, debloat, timeout in ((False, False, 0), (False, True, 0), (True, False, 0),
                                                         (True, True, 0), (True, True, 300))]
     savepoints = [run_savepoint(spark, keys, 1024, args.parallelism)
