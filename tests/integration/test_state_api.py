@@ -2,6 +2,7 @@
 equal to the state computed in plain Python."""
 
 import collections
+import os
 import pickle
 
 import pyarrow as pa
@@ -140,3 +141,25 @@ def test_a_job_starts_from_state_bootstrapped_from_a_table_and_goes_on_counting(
         final[key] = max(final.get(key, 0), count)
     added = collections.Counter(x % KEYS for x in range(N))
     assert final == {k: earlier[k] + added[k] for k in range(KEYS)}
+
+
+def test_the_committed_format_1_savepoint_restores_and_its_job_ends_exact(env, tmp_path):
+    """tests/data/savepoints/format-1 was written by this job (docs/savepoint-format.md): restored, it reads the rest
+    of its input, and every key's count ends as if it had never stopped. Any later Chandy must restore it."""
+    import shutil
+
+    from tests.integration.jobs import CountPerKey
+
+    savepoint = shutil.copytree(os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "savepoints",
+                                             "format-1"), tmp_path / "format-1")
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    sink = CollectSink("counts")
+    env.from_source(SequenceSource(0, 9999), "numbers").uid("numbers").map(lambda x: x % 37).uid("key") \
+        .key_by(lambda k: k).process(CountPerKey()).uid("count").sink_to(sink).uid("sink")
+    result = env.execute("format-1", restore_from=str(savepoint))
+    final = {}
+    for key, count in result.collected(sink):
+        final[key] = max(final.get(key, 0), count)
+    assert sum(1 for _ in result.collected(sink)) == 4000, "only the records after the savepoint"
+    assert final == dict(collections.Counter(x % 37 for x in range(10_000)))

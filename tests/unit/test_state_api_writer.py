@@ -1,6 +1,10 @@
 """SavepointWriter and SavepointReader without Spark: what is written reads back, partitioned as the runtime routes
 keys, and an existing savepoint changes as asked."""
 
+import collections
+import itertools
+import os
+
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -99,3 +103,19 @@ def test_a_write_that_fails_leaves_nothing_behind(tmp_path):
     with pytest.raises(Exception, match="not this one"):
         writer.write(str(tmp_path / "sp"))
     assert not (tmp_path / "sp").exists() or not any((tmp_path / "sp").rglob("*"))
+
+
+FORMAT_1 = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "savepoints", "format-1")
+
+
+def test_the_committed_format_1_savepoint_reads_as_the_state_its_job_had():
+    """Written by a job of the version that introduced format 1 (docs/savepoint-format.md): its two source subtasks
+    had read up to 3000 of [0, 5000) and 8000 of [5000, 10000), and the count per key (x % 37) is of those."""
+    reader = SavepointReader.read(FORMAT_1)
+    assert reader.checkpoint.savepoint and reader.max_parallelism == 128
+    assert [(op.uid, op.keyed_states, op.operator_states) for op in reader.operators()] == [
+        ("numbers", (), ("splits",)), ("count", ("count",), ())]
+    assert reader.operator_state("numbers", "splits").column("value").to_pylist() == [[3000, 5000, 1],
+                                                                                      [8000, 10000, 1]]
+    read = collections.Counter(x % 37 for x in itertools.chain(range(0, 3000), range(5000, 8000)))
+    assert pairs(reader.keyed_state("count", "count")) == dict(read)
