@@ -35,6 +35,7 @@ from runtime.keys.key_groups import KeyGroupRange
 from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, CompletedCheckpoint, RestoreSpec
 from runtime.tools.checkpoint_inspection import open_checkpoint
 from state_backends.heap import HeapKeyedStateBackend
+from state_backends.storage import CheckpointStorage, SavepointStorage
 
 __all__ = ["SavepointReader", "OperatorInfo"]
 
@@ -108,6 +109,27 @@ class SavepointReader:
                                    f"'{name}': its operator states are {sorted(lists)}.")
         return pa.table(dict([_column("value", lists[name])]))
 
+    def keyed_state_frame(self, spark, uid: str, name: str, pickled: bool = False):
+        """The keyed state ``name`` of ``uid`` as a Spark DataFrame (``key``, ``value``), read in parallel on the
+        executors: one partition per state file, each restored on its own, so state larger than the driver's
+        memory reads at the cluster's speed. Spark infers the columns' types from the values; with ``pickled``,
+        both are the pickled bytes instead (for values Spark has no type for: unpickle them with ``pickle.loads``).
+        The executors must reach the checkpoint's storage (a shared file system or an object store)."""
+        state = self._state(uid)
+        handles = self._keyed_handles(state)
+        if isinstance(self.storage, SavepointStorage):
+            where = ("savepoint", self.storage.url)
+        else:
+            where = ("checkpoints", self.storage.url, self.storage.job_name)
+        tasks = [(where, int(self.checkpoint_id), self.max_parallelism, handle, name, pickled) for handle in handles]
+        rows = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(_read_one_file)
+        if pickled:
+            from pyspark.sql.types import BinaryType, StructField, StructType
+
+            schema = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
+            return spark.createDataFrame(rows, schema)
+        return spark.createDataFrame(rows, ["key", "value"])
+
     # -- loading ---------------------------------------------------------------------------------------------
 
     def _state(self, uid: str):
@@ -144,6 +166,23 @@ class SavepointReader:
                 for name, items in pickle.loads(payload).items():
                     combined.setdefault(name, []).extend(items)
         return combined
+
+
+def _read_one_file(task) -> list[tuple]:
+    """On an executor: the ``(key, value)`` rows of one state file's state ``name``."""
+    where, checkpoint_id, max_parallelism, handle, name, pickled = task
+    if where[0] == "savepoint":
+        storage = SavepointStorage(where[1])
+    else:
+        storage = CheckpointStorage(where[1], where[2])
+    groups = handle.keyed_groups
+    low, high = min(groups), max(groups)
+    backend = HeapKeyedStateBackend(max_parallelism, KeyGroupRange(low, high), operator_uid=handle.uid)
+    restore_operator(storage, RestoreSpec(CheckpointId(checkpoint_id), (handle,), (), (low, high)), None, backend, 0,
+                     1)
+    if pickled:
+        return [(pickle.dumps(key), pickle.dumps(value)) for _, key, value in backend.raw_entries(name)]
+    return [(key, value) for _, key, value in backend.raw_entries(name)]
 
 
 def _column(name: str, values: list) -> tuple[str, pa.Array]:

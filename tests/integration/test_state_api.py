@@ -50,7 +50,7 @@ BACKENDS = {"heap": lambda tmp_path: HashMapStateBackend(),
 
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
-def test_keyed_state_of_the_final_checkpoint_reads_as_the_reference(env, tmp_path, backend, capsys):
+def test_keyed_state_of_the_final_checkpoint_reads_as_the_reference(spark, env, tmp_path, backend, capsys):
     env.set_parallelism(2).enable_checkpointing(100).set_state_backend(BACKENDS[backend](tmp_path))
     env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
     env.from_sequence(0, N - 1).uid("numbers").key_by(lambda x: x % KEYS).process(CountAndLast()).uid("count") \
@@ -66,6 +66,10 @@ def test_keyed_state_of_the_final_checkpoint_reads_as_the_reference(env, tmp_pat
     assert table.column("key_group").to_pylist() == sorted(table.column("key_group").to_pylist())
     frame = reader.keyed_state("count", "last").to_pandas()
     assert {key: list(values) for key, values in zip(frame["key"], frame["value"])} == last
+    frame = reader.keyed_state_frame(spark, "count", "count")  # read on the executors, a file a partition
+    assert frame.rdd.getNumPartitions() >= 2 and dict(frame.collect()) == counts
+    pickled = reader.keyed_state_frame(spark, "count", "last", pickled=True).collect()
+    assert {pickle.loads(k): pickle.loads(v) for k, v in pickled} == last
     with pytest.raises(UnknownNameError, match="has no keyed state 'nope': its keyed states are \\['count', 'last'\\]"):
         reader.keyed_state("count", "nope")
     with pytest.raises(UnknownNameError, match="no operator with uid 'nope'"):
