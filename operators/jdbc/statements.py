@@ -21,6 +21,7 @@ DELETE FROM "shop"."books" WHERE "id" = %s
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ class Statement:
     parameters: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
     copy: str | None = None  # ``COPY t (columns) FROM STDIN`` when the statement is a plain insert of every value
+    staged: "StagedUpsert | None" = None  # how an upsert of many rows goes through a staging table instead
 
     @classmethod
     def from_jdbc(cls, sql: str, parameters: tuple[str, ...] = (), subject: str = "JdbcSink") -> Statement:
@@ -221,9 +223,35 @@ def _copy_form(sql: str) -> str | None:
     return f"COPY {match.group('table')} ({match.group('columns').strip()}) FROM STDIN"
 
 
+@dataclass(frozen=True)
+class StagedUpsert:
+    """An upsert of a batch in four statements instead of one per row: the batch is copied into a temporary staging
+    table (``create`` makes it once per connection: the target's columns and types, and each row's position), then
+    ``merge`` upserts each key's last row of the batch into the target (a key twice in one ``INSERT ... ON
+    CONFLICT`` would be an error, and the last row is what row-by-row upserts leave), and ``clear`` empties it."""
+
+    create: str
+    copy: str
+    merge: str
+    clear: str
+
+
+_STAGED_MIN_ROWS = 32  # fewer rows go one by one: four statements cost more than they save
+
+
 def write_rows(cursor, statement: Statement, rows: list[tuple]) -> None:
-    """Run ``statement`` for each of ``rows`` on ``cursor``: by ``COPY`` when it is a plain insert, else as one
-    ``executemany``."""
+    """Run ``statement`` for each of ``rows`` on ``cursor``: by ``COPY`` when it is a plain insert, through a
+    staging table when it is a generated upsert of many rows, else as one ``executemany``."""
+    staged = statement.staged
+    if staged is not None and len(rows) >= _STAGED_MIN_ROWS:
+        cursor.execute(staged.create)
+        with cursor.copy(staged.copy) as copy:
+            write_row = copy.write_row
+            for position, row in enumerate(rows):
+                write_row((*row, position))
+        cursor.execute(staged.merge)
+        cursor.execute(staged.clear)
+        return
     if statement.copy is None:
         cursor.executemany(statement.text, rows)
         return
@@ -327,7 +355,16 @@ def upsert_statements(table: str, fields, key_fields, subject: str = "JdbcSink")
     # Rendered, then read like a user's statement: a % or ? in a quoted name is then handled like any other.
     upsert_statement = Statement.from_jdbc(upsert.as_string(None), fields, subject)
     delete_statement = Statement.from_jdbc(delete.as_string(None), key_fields, subject)
+    stage = sql.Identifier("chandy_stage_" + hashlib.sha256(target.as_string(None).encode()).hexdigest()[:12])
+    position = sql.Identifier("chandy_position")
+    staged = StagedUpsert(
+        sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {} ON COMMIT DELETE ROWS AS SELECT {}, 0::bigint AS {} FROM {} "
+                "WITH NO DATA").format(stage, columns, position, target).as_string(None),
+        sql.SQL("COPY {} ({}, {}) FROM STDIN").format(stage, columns, position).as_string(None),
+        sql.SQL("INSERT INTO {} ({}) SELECT DISTINCT ON ({}) {} FROM {} ORDER BY {}, {} DESC ON CONFLICT ({}) {}")
+        .format(target, columns, keys, columns, stage, keys, position, keys, action).as_string(None),
+        sql.SQL("TRUNCATE {}").format(stage).as_string(None))
     return (Statement(upsert_statement.jdbc, upsert_statement.text, upsert_statement.numbered,
-                      upsert_statement.parameter_count, fields, fields),
+                      upsert_statement.parameter_count, fields, fields, staged=staged),
             Statement(delete_statement.jdbc, delete_statement.text, delete_statement.numbered,
                       delete_statement.parameter_count, key_fields, key_fields))

@@ -278,6 +278,51 @@ def test_an_upsert_statement_of_your_own_and_quoted_names(postgres):
     assert postgres.query(f'SELECT "Id", "title?" FROM {quoted} ORDER BY 1') == [(1, "d!")]
 
 
+def test_a_large_upsert_batch_goes_through_a_staging_table_and_ends_as_row_by_row_upserts_would(postgres):
+    """Batches of many rows are upserted through a staging table (COPY, then one INSERT ... ON CONFLICT of each
+    key's last row): keys repeated in a batch, deletes between upserts and columns the sink does not write end as
+    the same rows upserted one by one would leave them."""
+    table = postgres.table("staged", "id int PRIMARY KEY, title varchar(20), authors text, year int, "
+                                     "added timestamptz NOT NULL DEFAULT now()")
+    sink = JdbcSink.upsert_sink(table, BOOKS, ["id"], options(postgres), execution(batch_size=1000))
+    sink.validate()
+    writer = sink.create_writer(0, 1)
+    writer.open(None)
+    model = {}
+    records = []
+    for n in range(600):  # runs of 280 upserts, 20 deletes, 300 upserts: keys repeat within each run
+        i = n % 150
+        if 280 <= n < 300:
+            record = Row(**book(i).as_dict())
+            record.set_row_kind(RowKind.DELETE)
+            model.pop(i, None)
+        else:
+            record = book(i, f"v{n}")
+            model[i] = f"v{n}"
+        records.append(record)
+    writer.write_batch(records)
+    writer.finish()
+    staging = postgres.query("SELECT count(*) FROM pg_class WHERE relname LIKE 'chandy_stage_%%' AND "
+                             "relpersistence = 't'")
+    writer.close()
+    assert staging[0][0] >= 1, "the writer's session made its staging table"
+    assert rows_of(postgres, table) == sorted(model.items())
+
+
+def test_a_value_that_does_not_fit_in_a_staged_upsert_names_its_record(postgres):
+    table = books_table(postgres)
+    sink = JdbcSink.upsert_sink(table, BOOKS, ["id"], options(postgres), execution(batch_size=1000))
+    writer = sink.create_writer(0, 1)
+    writer.open(None)
+    batch = [book(i) for i in range(100)] + [book(7, "a title longer than twenty characters")]
+    with pytest.raises(RecordEncodingError, match=r"value too long for type character varying\(20\).*Field 'title'.*"
+                                                  r"The record: \(7, 'a title longer"):
+        writer.write_batch(batch)
+        writer.finish()
+    writer.close()
+    assert rows_of(postgres, table) == []
+
+
 # -- exactly once --------------------------------------------------------------------------------------------------
 
 
