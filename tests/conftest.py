@@ -63,6 +63,7 @@ def spark():
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.python.daemon.module", "runtime.executor.worker_daemon")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -43,9 +43,14 @@ def obtain_spark_session(slots_needed: int):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("chandy")
     if SparkContext._active_spark_context is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # The workers' daemon imports Chandy before it forks them (runtime.executor.worker_daemon): a worker
+        # started after a failure is ready at once. It must find the package wherever the driver found it.
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
         session = (builder.master(f"local[{slots_needed}]")
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.ui.enabled", "false")
+                   .config("spark.python.daemon.module", "runtime.executor.worker_daemon")
                    .getOrCreate())
         session.sparkContext.setLogLevel("ERROR")
         return session

@@ -170,3 +170,12 @@ def test_global_job_parameters_reach_every_function(env):
     sink = CollectSink("regions")
     env.from_sequence(0, 9).map(ReadsARegion()).sink_to(sink)
     assert sorted(env.execute("parameters").collected(sink)) == [("eu", "default", x) for x in range(10)]
+
+
+def test_the_test_sessions_workers_come_from_the_preloading_daemon(env):
+    """tests/conftest.py starts Spark with runtime.executor.worker_daemon: its workers start with Chandy imported."""
+    import os
+
+    sink = CollectSink("preloaded")
+    env.from_collection([1, 2]).map(lambda _: os.environ.get("CHANDY_WORKER_PRELOADED")).sink_to(sink)
+    assert env.execute("preloaded").collected(sink) == ["1", "1"]

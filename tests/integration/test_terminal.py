@@ -31,7 +31,10 @@ JOB = textwrap.dedent(f"""
             self.path = path
 
         def notify_checkpoint_complete(self, checkpoint_id):
-            open(self.path, "a").close()  # the test waits for a completed checkpoint
+            # the test waits for a completed checkpoint; it also reads whether the worker's daemon preloaded Chandy
+            with open(self.path + ".tmp", "w") as f:
+                f.write(os.environ.get("CHANDY_WORKER_PRELOADED", "no"))
+            os.replace(self.path + ".tmp", self.path)  # whole when the test sees it
 
         def map(self, value):
             return value
@@ -86,6 +89,7 @@ def test_ctrl_c_cancels_prints_how_to_resume_and_the_command_resumes_exactly(tmp
         wait_for(lambda: checkpointed.exists() or process.poll() is not None, timeout=300,
                  what="the job's first completed checkpoint")
         assert process.poll() is None, output(stderr)
+        assert checkpointed.read_text() == "1", "the local session's workers come from Chandy's preloading daemon"
         os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         stdout, _ = process.communicate(timeout=300)
     text = output(stderr)
