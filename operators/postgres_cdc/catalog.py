@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from runtime.errors import ConfigurationError
 
-__all__ = ["TableName", "Table", "KeyColumn", "matches", "check_server", "find_tables", "ensure_publication",
+__all__ = ["TableName", "Table", "KeyColumn", "quoted", "matches", "check_server", "find_tables", "ensure_publication",
            "SlotStatus", "slot_status", "ORDERED_KEY_TYPES"]
 
 # Key types whose order in Python is PostgreSQL's (text compared with COLLATE "C", which is code point order):
@@ -34,7 +34,7 @@ class TableName:
 
     @property
     def qualified(self) -> str:
-        return f"{_quoted(self.schema)}.{_quoted(self.table)}"
+        return f"{quoted(self.schema)}.{quoted(self.table)}"
 
     def __str__(self) -> str:
         return f"{self.schema}.{self.table}"
@@ -48,7 +48,7 @@ class KeyColumn:
     @property
     def ordered(self) -> str:
         """The column in ORDER BY and comparisons: code point order for text, as Python compares strings."""
-        return f'{_quoted(self.name)} COLLATE "C"' if self.type_name in _TEXT_TYPES else _quoted(self.name)
+        return f'{quoted(self.name)} COLLATE "C"' if self.type_name in _TEXT_TYPES else quoted(self.name)
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,12 @@ class Table:
     replica_identity: str  # 'd' default, 'f' full, 'i' index, 'n' nothing
 
 
-def _quoted(identifier: str) -> str:
+def quoted(identifier: str) -> str:
+    """``identifier`` as an SQL identifier, quoted (a double quote in it doubled).
+
+    >>> print(quoted('my "x" slot'))
+    "my ""x"" slot"
+    """
     return '"' + identifier.replace('"', '""') + '"'
 
 
@@ -86,7 +91,7 @@ def check_server(connection, subject: str, where: str) -> None:
     if not allowed:
         (user,) = connection.execute("SELECT current_user").fetchone()
         raise ConfigurationError(f"{subject}: the user {user!r} may not replicate from PostgreSQL at {where}: "
-                                 f"ALTER ROLE {_quoted(user)} WITH REPLICATION (and let it SELECT the tables).")
+                                 f"ALTER ROLE {quoted(user)} WITH REPLICATION (and let it SELECT the tables).")
 
 
 def find_tables(connection, schema_list: list[str], table_list: list[str], subject: str) -> list[Table]:
@@ -143,8 +148,8 @@ def ensure_publication(connection, publication: str, tables: list[Table], subjec
     if exists and not missing:
         return
     names = ", ".join(t.name.qualified for t in missing)
-    statement = (f"ALTER PUBLICATION {_quoted(publication)} ADD TABLE {names}" if exists
-                 else f"CREATE PUBLICATION {_quoted(publication)} FOR TABLE {names}")
+    statement = (f"ALTER PUBLICATION {quoted(publication)} ADD TABLE {names}" if exists
+                 else f"CREATE PUBLICATION {quoted(publication)} FOR TABLE {names}")
     try:
         connection.execute(statement)
     except psycopg.Error as exc:

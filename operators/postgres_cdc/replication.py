@@ -18,6 +18,8 @@ import struct
 import time
 from dataclasses import dataclass
 
+from operators.postgres_cdc.catalog import quoted
+from operators.postgres_cdc.pgoutput import PG_EPOCH_OFFSET_US
 from runtime.errors import ProtocolError, ServerUnreachableError
 
 __all__ = ["ReplicationConnection", "CreatedSlot", "parse_lsn", "format_lsn", "MAX_MESSAGE_BYTES"]
@@ -27,7 +29,6 @@ STATUS_INTERVAL_S = 10.0  # a standby status update at least this often (wal_sen
 _XLOG_HEAD = struct.Struct(">QQq")
 _KEEPALIVE = struct.Struct(">Qq?")
 _STATUS = struct.Struct(">cQQQq?")
-_PG_EPOCH_OFFSET_US = 946_684_800_000_000
 
 
 def parse_lsn(text: str) -> int:
@@ -37,10 +38,6 @@ def parse_lsn(text: str) -> int:
 
 def format_lsn(lsn: int) -> str:
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
-
-
-def _quoted(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
 
 
 def _literal(text: str) -> str:
@@ -89,7 +86,7 @@ class ReplicationConnection:
         """A ``pgoutput`` slot named ``name`` and its exported snapshot (dropped with the connection when
         ``temporary``)."""
         kind = " TEMPORARY" if temporary else ""
-        (row,) = self._command(f"CREATE_REPLICATION_SLOT {_quoted(name)}{kind} LOGICAL pgoutput "
+        (row,) = self._command(f"CREATE_REPLICATION_SLOT {quoted(name)}{kind} LOGICAL pgoutput "
                                "(SNAPSHOT 'export')")
         return CreatedSlot(row[0], parse_lsn(row[1]), row[2])
 
@@ -98,8 +95,8 @@ class ReplicationConnection:
         after the slot's confirmed position, whichever is later)."""
         from psycopg import pq
 
-        command = (f"START_REPLICATION SLOT {_quoted(slot)} LOGICAL {format_lsn(from_lsn)} "
-                   f"(proto_version '1', publication_names {_literal(_quoted(publication))})")
+        command = (f"START_REPLICATION SLOT {quoted(slot)} LOGICAL {format_lsn(from_lsn)} "
+                   f"(proto_version '1', publication_names {_literal(quoted(publication))})")
         result = self.pgconn.exec_(command.encode())
         if result.status != pq.ExecStatus.COPY_BOTH:
             message = result.error_message.decode(errors="replace").strip()
@@ -158,7 +155,7 @@ class ReplicationConnection:
                 self.send_status()
 
     def send_status(self) -> None:
-        now_us = int(time.time() * 1_000_000) - _PG_EPOCH_OFFSET_US
+        now_us = int(time.time() * 1_000_000) - PG_EPOCH_OFFSET_US
         # written and flushed are both what is confirmed: the server must keep everything after it
         message = _STATUS.pack(b"r", self.confirmed, self.confirmed, self.confirmed, now_us, False)
         if self.pgconn.put_copy_data(message) != 1 or self.pgconn.flush() < 0:

@@ -7,7 +7,7 @@ the last key read, and a restored job reads on from there.
 
 from __future__ import annotations
 
-from operators.postgres_cdc.catalog import Table
+from operators.postgres_cdc.catalog import Table, quoted
 
 __all__ = ["SnapshotReader", "page_query"]
 
@@ -20,7 +20,7 @@ def page_query(table: Table, after_key: tuple | None) -> str:
     >>> page_query(t, ("a",))
     'SELECT "item", "n" FROM "public"."stock" WHERE ("item" COLLATE "C") > (%s) ORDER BY "item" COLLATE "C" LIMIT %s'
     """
-    columns = ", ".join('"' + c.replace('"', '""') + '"' for c in table.columns)
+    columns = ", ".join(quoted(c) for c in table.columns)
     ordered = ", ".join(k.ordered for k in table.key)
     where = ""
     if after_key is not None:

@@ -26,13 +26,13 @@ import logging
 import time
 import uuid
 
-from operators.jdbc.connection import PostgresConnectionSettings
+from operators.jdbc.connection import PostgresConnectionSettings, connect
 from operators.jdbc.errors import connection_error
 from operators.postgres_cdc import catalog, pgoutput
 from operators.postgres_cdc.changes import Change, ChangeDeserializer, RowDeserializer
 from operators.postgres_cdc.decoder import ChangeDecoder
 from operators.postgres_cdc.key_ranges import KeyRanges
-from operators.postgres_cdc.replication import ReplicationConnection, _ServerError, format_lsn
+from operators.postgres_cdc.replication import ReplicationConnection, _ServerError, format_lsn, parse_lsn
 from operators.postgres_cdc.snapshot import SnapshotReader
 from operators.sources import Source, SourceReader
 from runtime.errors import ConfigurationError, ServerUnreachableError
@@ -86,12 +86,7 @@ class PostgresCdcSource(Source):
         self.bounded = startup is Startup.SNAPSHOT
 
     def connect(self):
-        import psycopg
-
-        try:
-            return psycopg.connect(autocommit=True, **self.settings.connect_arguments())
-        except psycopg.Error as exc:
-            raise connection_error(self.settings, exc, SUBJECT) from None
+        return connect(self.settings, SUBJECT, autocommit=True)
 
     def replication_connection(self) -> ReplicationConnection:
         try:
@@ -391,7 +386,5 @@ class _CdcReader(SourceReader):
 
 
 def _lsn(text: str | None) -> int:
-    from operators.postgres_cdc.replication import parse_lsn
-
     return parse_lsn(text) if text else 0
 

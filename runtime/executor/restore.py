@@ -37,7 +37,7 @@ from runtime.protocol.checkpoints import (
 from state_backends.heap.incremental import GroupManifest, restore_group_rows
 from state_backends.rocksdb.incremental import restore_native_state
 
-__all__ = ["restore_operator", "UNION_PREFIX"]
+__all__ = ["restore_operator", "operator_lists", "UNION_PREFIX"]
 
 _MANIFESTS = {NATIVE_STATE_GROUP, HEAP_GROUPS_STATE_GROUP}
 
@@ -72,11 +72,18 @@ def restore_operator(storage, spec: RestoreSpec, operator, backend, subtask: Sub
         if heap_files and hasattr(backend, "adopt_group_files") and own_job_dir == storage.job_dir:
             backend.adopt_group_files(heap_files)
     if spec.operator:
-        combined: dict[str, list] = {}
-        for handle in spec.operator:
-            for _, payload in storage.read_state_rows(spec.checkpoint_id, handle, {OPERATOR_STATE_GROUP}):
-                for name, items in pickle.loads(payload).items():
-                    combined.setdefault(name, []).extend(items)
+        combined = operator_lists(storage, spec.checkpoint_id, spec.operator)
         share = {name: items if name.startswith(UNION_PREFIX) else items[subtask::parallelism]
                  for name, items in combined.items()}
         operator.restore_operator_state(share)
+
+
+def operator_lists(storage, checkpoint_id, handles) -> dict[str, list]:
+    """Each operator list state of ``handles`` (the files of an operator's subtasks), their items joined in the
+    handles' order."""
+    combined: dict[str, list] = {}
+    for handle in handles:
+        for _, payload in storage.read_state_rows(checkpoint_id, handle, {OPERATOR_STATE_GROUP}):
+            for name, items in pickle.loads(payload).items():
+                combined.setdefault(name, []).extend(items)
+    return combined

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from runtime.errors import UnknownNameError
-from runtime.executor.restore import restore_operator
+from runtime.executor.restore import operator_lists, restore_operator
 from runtime.ids import CheckpointId
 from runtime.keys.key_groups import KeyGroupRange
-from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, CompletedCheckpoint, RestoreSpec
+from runtime.protocol.checkpoints import CompletedCheckpoint, RestoreSpec
 from runtime.tools.checkpoint_inspection import open_checkpoint
 from state_backends.heap import HeapKeyedStateBackend
 from state_backends.storage import CheckpointStorage, SavepointStorage
@@ -151,21 +151,14 @@ class SavepointReader:
         """Every key group of operator ``uid``, restored by the runtime's restore code into one heap backend."""
         backend = self._backends.get(uid)
         if backend is None:
-            state = self._state(uid)
-            groups = KeyGroupRange(0, self.max_parallelism - 1)
-            backend = HeapKeyedStateBackend(self.max_parallelism, groups, operator_uid=uid)
-            spec = RestoreSpec(self.checkpoint_id, self._keyed_handles(state), (), (0, self.max_parallelism - 1))
-            restore_operator(self.storage, spec, None, backend, 0, 1)
-            self._backends[uid] = backend
+            backend = self._backends[uid] = _restored(self.storage, self.checkpoint_id, self.max_parallelism, uid,
+                                                      self._keyed_handles(self._state(uid)),
+                                                      (0, self.max_parallelism - 1))
         return backend
 
     def _operator_lists(self, uid: str) -> dict[str, list]:
-        combined: dict[str, list] = {}
-        for handle in sorted(self._operator_handles(self._state(uid)), key=lambda h: h.subtask):
-            for _, payload in self.storage.read_state_rows(self.checkpoint_id, handle, {OPERATOR_STATE_GROUP}):
-                for name, items in pickle.loads(payload).items():
-                    combined.setdefault(name, []).extend(items)
-        return combined
+        handles = sorted(self._operator_handles(self._state(uid)), key=lambda h: h.subtask)
+        return operator_lists(self.storage, self.checkpoint_id, handles)
 
 
 def _read_one_file(task) -> list[tuple]:
@@ -176,13 +169,19 @@ def _read_one_file(task) -> list[tuple]:
     else:
         storage = CheckpointStorage(where[1], where[2])
     groups = handle.keyed_groups
-    low, high = min(groups), max(groups)
-    backend = HeapKeyedStateBackend(max_parallelism, KeyGroupRange(low, high), operator_uid=handle.uid)
-    restore_operator(storage, RestoreSpec(CheckpointId(checkpoint_id), (handle,), (), (low, high)), None, backend, 0,
-                     1)
+    backend = _restored(storage, CheckpointId(checkpoint_id), max_parallelism, handle.uid, (handle,),
+                        (min(groups), max(groups)))
     if pickled:
         return [(pickle.dumps(key), pickle.dumps(value)) for _, key, value in backend.raw_entries(name)]
     return [(key, value) for _, key, value in backend.raw_entries(name)]
+
+
+def _restored(storage, checkpoint_id: CheckpointId, max_parallelism: int, uid: str, handles: tuple,
+              key_groups: tuple[int, int]) -> HeapKeyedStateBackend:
+    """A heap backend holding key groups ``key_groups`` (inclusive) of ``handles``, loaded by the restore code."""
+    backend = HeapKeyedStateBackend(max_parallelism, KeyGroupRange(*key_groups), operator_uid=uid)
+    restore_operator(storage, RestoreSpec(checkpoint_id, tuple(handles), (), key_groups), None, backend, 0, 1)
+    return backend
 
 
 def _column(name: str, values: list) -> tuple[str, pa.Array]:
