@@ -58,6 +58,18 @@ def read_until(reader, done, timeout=60):
     return records
 
 
+def past_commit(reader, lsn, timeout=60):
+    """Poll until the reader's position is a whole transaction past ``lsn``: a record arrives with its change, and
+    the transaction's commit message may come in a later poll."""
+    deadline = time.monotonic() + timeout
+    while True:
+        (state,) = reader.snapshot_state()
+        if state["lsn"] > lsn and state["partial_count"] == 0:
+            return
+        assert time.monotonic() < deadline, f"the reader stayed at {state}"
+        assert reader.poll(100) == [], "no change beyond the ones the test committed"
+
+
 def until_id(row_id):
     return lambda records: any(row.get("id") == row_id for _, row in records)
 
@@ -187,6 +199,7 @@ def test_the_slot_moves_only_when_a_checkpoint_completes_and_an_older_restore_is
         reader.snapshot_taken(7, old_state)
         postgres.query(f"INSERT INTO {table} VALUES (2, 'b')")
         read_until(reader, until_id(2))
+        past_commit(reader, old_state[0]["lsn"])
         new_state = reader.snapshot_state()
         reader.snapshot_taken(8, new_state)
         assert confirmed(postgres, slot) == start, "nothing confirmed before a checkpoint completes"
