@@ -38,7 +38,7 @@ from fsspec.implementations.local import LocalFileSystem
 from operators.file_formats import WRITERS_BY_FORMAT, BulkWriter, BulkWriterFactory
 from operators.two_phase_commit import RecoveredState, TransactionContext, TransactionStatus, TwoPhaseCommitSink
 from runtime.errors import ApiUsageError, ConfigurationError, OutputCommitError, OutputUnreachableError
-from runtime.filesystems import filesystem_for
+from runtime.filesystems import failing_fast, filesystem_for, is_object_store
 
 __all__ = ["FileSink", "FileTransaction"]
 
@@ -97,7 +97,9 @@ class FileSink(TwoPhaseCommitSink):
     ``max_part_bytes`` (of encoded data, as the writer counts it; for ``"parquet"``, the rows' JSON size as an
     estimate) and after ``rollover_interval_ms``. Parts are named
     ``<part_prefix>-<run>-<subtask>-<sequence>-<n><part_suffix>``; the suffix defaults to the format's extension
-    (``.jsonl``, ``.csv``, ``.txt``, ``.parquet``, the factory's).
+    (``.jsonl``, ``.csv``, ``.txt``, ``.parquet``, the factory's). ``storage_options``: fsspec's options for
+    ``path``'s protocol (such as ``{"endpoint_url": ..., "key": ..., "secret": ...}`` for s3://), sent to the
+    executors with the sink; without them the protocol's environment variables apply (see runtime/filesystems.py).
 
     >>> sink = FileSink("memory://file-sink-doc/out", format="jsonl"); sink.validate()
     >>> writer = sink.create_writer(subtask_index=0, parallelism=1); writer.open(None)
@@ -109,7 +111,8 @@ class FileSink(TwoPhaseCommitSink):
     """
 
     def __init__(self, path: str, format: "str | BulkWriterFactory" = "jsonl", max_part_bytes: int = 128 << 20,
-                 rollover_interval_ms: float | None = None, part_prefix: str = "part", part_suffix: str | None = None):
+                 rollover_interval_ms: float | None = None, part_prefix: str = "part", part_suffix: str | None = None,
+                 storage_options: dict | None = None):
         writers = format if isinstance(format, BulkWriterFactory) else WRITERS_BY_FORMAT.get(format)
         if writers is None:
             raise ConfigurationError(f"FileSink format must be one of {sorted(WRITERS_BY_FORMAT)} or a "
@@ -129,6 +132,7 @@ class FileSink(TwoPhaseCommitSink):
         self.format = format
         self.max_part_bytes = max_part_bytes
         self.rollover_interval_ms = rollover_interval_ms
+        self.storage_options = dict(storage_options or {})  # pickled to the executors with the sink
         self._fs = None
         self._open: dict[tuple[int, int], _OpenPart] = {}  # (subtask, sequence) -> its open part; executor only
 
@@ -140,7 +144,7 @@ class FileSink(TwoPhaseCommitSink):
 
     def _connect(self) -> None:
         if self._fs is None:  # filesystems are made where they are used: they do not travel pickled
-            self._fs, self._root = filesystem_for(self.url, "FileSink path")
+            self._fs, self._root = filesystem_for(self.url, "FileSink path", self.storage_options)
 
     @property
     def fs(self):
@@ -159,11 +163,13 @@ class FileSink(TwoPhaseCommitSink):
         """Driver, before launch: the output directory must be creatable and writable."""
         super().validate()
         probe = self._path(INPROGRESS, ".probe")
+        fs = failing_fast(self.fs)  # seconds, not botocore's retry loop, before saying why
         try:
-            self.fs.makedirs(self._path(INPROGRESS), exist_ok=True)
-            with self.fs.open(probe, "wb") as f:
+            if not is_object_store(fs):  # where makedirs would create a missing bucket instead
+                fs.makedirs(self._path(INPROGRESS), exist_ok=True)
+            with fs.open(probe, "wb") as f:
                 f.write(b"ok")
-            self.fs.rm(probe)
+            fs.rm(probe)
         except Exception as exc:  # unusable output: say so before the job runs for an hour
             raise OutputUnreachableError(self.url, exc) from exc
 
@@ -176,7 +182,8 @@ class FileSink(TwoPhaseCommitSink):
         self._close_part(transaction)
         name = (f"{self.part_prefix}-{transaction.run_id}-{transaction.subtask}-{transaction.sequence}-"
                 f"{len(transaction.parts)}{self.part_suffix}")
-        self.fs.makedirs(self._path(INPROGRESS), exist_ok=True)
+        if not is_object_store(self.fs):
+            self.fs.makedirs(self._path(INPROGRESS), exist_ok=True)
         stream = self.fs.open(self._path(INPROGRESS, name), "wb")
         try:
             writer = self.writers.create(stream)

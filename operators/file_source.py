@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 from operators.file_formats import FileRecordFormat, ParquetRecordFormat, RecordReader
 from operators.sources import Source, SourceReader
-from runtime.errors import ConfigurationError, InputUnreachableError, MalformedRecordError
-from runtime.filesystems import filesystem_for
+from runtime.errors import ConfigurationError, InputUnreachableError, MalformedRecordError, storage_diagnosis
+from runtime.filesystems import failing_fast, filesystem_for
 from runtime.keys.stable_hash import stable_hash
 from runtime.protocol.records import TimestampedBatch
 from runtime.side_outputs import OutputTag, SideOutputRecord
@@ -68,6 +68,8 @@ class FileSource(Source):
     """Reads the files under a directory or matching a glob, exactly once across failures.
 
     ``continuous=True`` keeps watching for new files every ``discovery_interval_ms`` (an unbounded source).
+    ``storage_options``: fsspec's options for ``path``'s protocol (such as ``{"endpoint_url": ...}`` for s3://),
+    sent to the executors with the source; without them the protocol's environment variables apply.
 
     >>> import fsspec
     >>> fsspec.filesystem("memory").pipe("/file-source-doc/a.jsonl", b'{"n": 1}\\n{"n": 2}\\n')
@@ -87,7 +89,7 @@ class FileSource(Source):
 
     def __init__(self, path: str, format: "str | FileRecordFormat" = "jsonl", continuous: bool = False,
                  discovery_interval_ms: float = 1000, on_malformed: "str | OutputTag" = "fail",
-                 timestamp_field: str | None = None):
+                 timestamp_field: str | None = None, storage_options: dict | None = None):
         if not isinstance(format, FileRecordFormat) and format not in _LINE_FORMATS + tuple(_RECORD_FORMATS):
             raise ConfigurationError(f"FileSource format must be one of {_LINE_FORMATS + tuple(_RECORD_FORMATS)} or "
                                      f"a FileRecordFormat (such as CsvReaderFormat.for_schema(schema)), got "
@@ -109,6 +111,7 @@ class FileSource(Source):
             raise ConfigurationError("FileSource timestamp_field needs records with fields (jsonl, csv or parquet), "
                                      "not text lines: parse them in a map and use assign_timestamps_and_watermarks.")
         self.timestamp_field = timestamp_field
+        self.storage_options = dict(storage_options or {})  # pickled to the executors with the source
 
     @property
     def record_format(self) -> FileRecordFormat | None:
@@ -118,11 +121,13 @@ class FileSource(Source):
     def validate(self) -> None:
         """Driver, before launch: the path must be listable (an empty match is fine in continuous mode)."""
         try:
-            files = _list_files(self.url)
+            fs, _ = filesystem_for(self.url, "FileSource path", self.storage_options)
+            files = _list_files(self.url, failing_fast(fs))  # seconds, not botocore's retry loop, before saying why
         except ConfigurationError:
             raise
         except Exception as exc:  # unreachable input: say so now
-            raise InputUnreachableError(f"FileSource cannot list {self.url}: {type(exc).__name__}: {exc}") from exc
+            raise InputUnreachableError(f"FileSource cannot list {self.url}: {type(exc).__name__}: {exc}. "
+                                        f"{storage_diagnosis(exc) or ''}".rstrip()) from exc
         if not files and not self.continuous:
             raise InputUnreachableError(f"FileSource found no files at {self.url}: check the path or glob "
                                        "(or use continuous=True to wait for files).")
@@ -151,8 +156,8 @@ def _event_time(value) -> int:
     raise TypeError(f"{type(value).__name__} is not a timestamp")
 
 
-def _list_files(url: str) -> list[str]:
-    fs, root = filesystem_for(url, "FileSource path")
+def _list_files(url: str, fs) -> list[str]:
+    root = fs._strip_protocol(url)
     if any(c in root for c in "*?["):
         paths = fs.glob(root)
     elif fs.isdir(root):
@@ -171,7 +176,7 @@ class _FileReader(SourceReader):
         self.source = source
         self.subtask = subtask
         self.parallelism = parallelism
-        self.fs, _ = filesystem_for(source.url, "FileSource path")
+        self.fs, _ = filesystem_for(source.url, "FileSource path", source.storage_options)
         # path -> (position or DONE, next line number); the position is a byte offset for the line formats,
         # and the record format's (a row number, a byte offset) otherwise
         self.positions: dict[str, tuple[int, int]] = {}
@@ -184,7 +189,7 @@ class _FileReader(SourceReader):
         return stable_hash(path) % self.parallelism == self.subtask
 
     def _discover(self) -> None:
-        for path in _list_files(self.source.url):
+        for path in _list_files(self.source.url, self.fs):
             if self._owns(path) and path not in self.positions:
                 self.positions[path] = (0, 1)
         self.next_discovery = time.monotonic() + self.source.discovery_interval_ms / 1000.0

@@ -46,6 +46,7 @@ __all__ = [
     "AuthenticationError",
     "CheckpointError",
     "StorageUnreachableError",
+    "storage_diagnosis",
     "CheckpointNotFoundError",
     "CorruptCheckpointError",
     "IncompatibleCheckpointError",
@@ -294,8 +295,9 @@ class OutputUnreachableError(ChandyError):
     def __init__(self, url: str, cause: BaseException):
         self.url = url
         super().__init__(
-            f"Output location {url} is not usable: {type(cause).__name__}: {cause}. Check the path, its "
-            "credentials and that it can be created and written from the driver and the executors."
+            f"Output location {url} is not usable: {type(cause).__name__}: {cause}. "
+            + (storage_diagnosis(cause) or "Check the path, its credentials and that it can be created and written "
+               "from the driver and the executors.")
         )
 
 
@@ -355,8 +357,9 @@ class StorageUnreachableError(CheckpointError):
     def __init__(self, url: str, cause: BaseException):
         self.url = url
         super().__init__(
-            f"Checkpoint storage {url} is unreachable: {type(cause).__name__}: {cause}. Check the URL, its "
-            "credentials and that the directory can be created and written from the driver and executors."
+            f"Checkpoint storage {url} is unreachable: {type(cause).__name__}: {cause}. "
+            + (storage_diagnosis(cause) or "Check the URL, its credentials and that the directory can be created and "
+               "written from the driver and executors.")
         )
 
 
@@ -397,3 +400,38 @@ class AsyncFunctionError(ChandyError):
     >>> issubclass(AsyncFunctionError, ChandyError), AsyncFunctionError.retryable
     (True, True)
     """
+
+
+def storage_diagnosis(cause: BaseException) -> str | None:
+    """What a failure of an object store (S3 through s3fs and botocore) means and its fix, or None when the
+    cause is not one of those known; the classes are told apart by name, so nothing here imports botocore.
+
+    >>> storage_diagnosis(FileNotFoundError("The specified bucket does not exist"))[:32]
+    'The bucket does not exist. Fix: '
+    >>> storage_diagnosis(ValueError("x")) is None
+    True
+    """
+    chain, seen = [], cause
+    while seen is not None and len(chain) < 8:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    names = {type(e).__name__ for e in chain}
+    text = " ".join(str(e) for e in chain)
+    if names & {"EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError", "ConnectionRefusedError"}:
+        return ("Nothing answers at the storage's endpoint. Fix: start the server, or point Chandy at the one that "
+                "runs: for s3://, the environment variable AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) where the "
+                "driver and the executors run, or the storage option endpoint_url.")
+    if "NoSuchBucket" in text or "specified bucket does not exist" in text:
+        return ("The bucket does not exist. Fix: create it (for example `aws s3 mb s3://<bucket>`) or correct the "
+                "URL; Chandy does not create buckets.")
+    if "NoCredentialsError" in names or "Unable to locate credentials" in text:
+        return ("No credentials were found. Fix: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) "
+                "where the driver and the executors run, or give the storage options key and secret.")
+    if any(code in text for code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "Access Key Id you provided",
+                                     "request signature we calculated")):
+        return ("The server rejected the credentials. Fix: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                "the storage options key and secret) against the server's.")
+    if "AccessDenied" in text:
+        return ("Access was denied. Fix: grant the credentials list, read, write and delete permissions on the "
+                "bucket and prefix (s3:ListBucket, s3:GetObject, s3:PutObject, s3:DeleteObject).")
+    return None

@@ -28,6 +28,7 @@ import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from runtime.errors import StorageUnreachableError
+from runtime.filesystems import is_object_store
 
 __all__ = ["CheckpointStore"]
 
@@ -76,10 +77,15 @@ class CheckpointStore:
                     raise NotADirectoryError(f"{directory} is a file, not a directory")
                 names.append(posixpath.basename(name))
             return sorted(names)
+        # fsspec may cache listings (s3fs does unless told not to, and then answers size() from them): a cached
+        # one would hide what other processes wrote since, so the store neither uses nor leaves one.
+        self.fs.invalidate_cache(directory)
         try:
             return self._call(listing)
         except FileNotFoundError:
             return []
+        finally:
+            self.fs.invalidate_cache(directory)
 
     @contextlib.contextmanager
     def open_input(self, path: str) -> Iterator:
@@ -90,6 +96,8 @@ class CheckpointStore:
     # -- writing ---------------------------------------------------------------------------------------
 
     def makedirs(self, directory: str) -> None:
+        if is_object_store(self.fs):  # no directories to make; s3fs would create a missing bucket
+            return
         self._call(lambda: self.fs.makedirs(directory, exist_ok=True))
 
     @contextlib.contextmanager

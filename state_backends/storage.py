@@ -45,7 +45,7 @@ from runtime.errors import (
     CorruptCheckpointError,
     StorageUnreachableError,
 )
-from runtime.filesystems import filesystem_for
+from runtime.filesystems import failing_fast, filesystem_for
 from runtime.ids import CheckpointId, KeyGroup, SubtaskIndex
 from runtime.protocol.checkpoints import (
     OPERATOR_STATE_GROUP,
@@ -240,10 +240,16 @@ class CheckpointStorage:
     # -- writing -------------------------------------------------------------------------------------
 
     def check_writable(self) -> None:
-        """Fail now, naming the URL, if the job directory cannot be created and written."""
+        """Fail now, naming the URL, if the job directory cannot be created and written: StorageUnreachableError
+        saying why (an endpoint that does not answer, a missing bucket, missing or rejected credentials) within
+        seconds, since the probe does not retry as the running job does."""
         probe = posixpath.join(self.job_dir, "_probe")
-        self.store.write(probe, b"ok")
-        self.store.delete(probe)
+        store = CheckpointStore(failing_fast(self.fs), self.url)
+        try:
+            store.write(probe, b"ok")
+            store.delete(probe)
+        except FileNotFoundError as exc:  # writing, not reading: a missing bucket or parent, not a missing file
+            raise StorageUnreachableError(self.url, exc) from exc
 
     def write_state_file(self, checkpoint_id: CheckpointId, uid: str, subtask: SubtaskIndex,
                          rows: Iterable[tuple[KeyGroup, bytes]], finished: str | None = None) -> StateHandle:

@@ -30,6 +30,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.kafka)
         if "postgres" in fixtures:
             item.add_marker(pytest.mark.postgres)
+        if "s3_server" in fixtures:
+            item.add_marker(pytest.mark.s3)
+
+
+def pytest_configure(config):
+    """Point the session at its S3 server before any SparkSession starts: executors learn it from the environment
+    they inherit (tests/s3_server.py)."""
+    from tests.s3_server import configure_environment
+
+    configure_environment()
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +56,16 @@ def kafka():
 def postgres():
     """A PostgreSQL server for the session (tests/postgres_server.py)."""
     from tests.postgres_server import start_server
+
+    server = start_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3-protocol server for the session (tests/s3_server.py)."""
+    from tests.s3_server import start_server
 
     server = start_server()
     yield server
