@@ -70,6 +70,12 @@ class StreamOperator:
         """End of input: records still to emit (none for most operators)."""
         return []
 
+    def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> list:
+        """Records to emit downstream ahead of barrier ``checkpoint_id``, just before the snapshot (Flink's
+        ``prepareSnapshotPreBarrier``): a sink's writer hands its committer what it wrote since the last barrier,
+        so that the committer's state in the same checkpoint holds it."""
+        return []
+
     def snapshot_operator_state(self, checkpoint_id: int) -> dict[str, list]:
         """Non-keyed list state at a barrier, by name (synchronous part: return copies, not live lists).
 

@@ -59,6 +59,7 @@ from operators.functions import (
     ReduceFunction,
     as_callable,
 )
+from operators.committing.sink import CommittableWriterOperator, GlobalCommitSink
 from operators.sinks import CollectSink, PrintSink, Sink, SinkWriterOperator
 from operators.watermark_strategy import WatermarkStrategy
 from runtime.datastream.windowed_stream import AllWindowedStream, WindowedStream, count_assigner
@@ -738,6 +739,8 @@ class DataStream(_Named):
         """
         if not isinstance(sink, Sink):
             raise ApiUsageError(f"sink_to() expects a Sink, got {type(sink).__name__}")
+        if isinstance(sink, GlobalCommitSink):
+            return self._sink_with_committer(sink)
         if self.get_schema() is not None and not sink.accepts_batches:
             return self.to_rows().sink_to(sink)
         name = getattr(sink, "name", None) or type(sink).__name__
@@ -745,6 +748,22 @@ class DataStream(_Named):
         return DataStreamSink(t)
 
     add_sink = sink_to
+
+    def _sink_with_committer(self, sink: GlobalCommitSink) -> "DataStreamSink":
+        """A writer at this stream's parallelism, then one committer (see :mod:`operators.committing`). The writer
+        takes Arrow batches: a stream of records becomes columnar first, with the schema the sink derives from
+        the records' declared type."""
+        stream = self
+        if self.get_schema() is None:
+            stream = self.to_columnar(sink.record_schema(self.get_type()))
+        sink.expect_schema(stream.get_schema())
+        name = getattr(sink, "name", None) or type(sink).__name__
+        writer = stream._then("operator", f"Sink: {name}", lambda n: CommittableWriterOperator(n, sink))
+        committer = DataStream(self._env, writer).global_()._then(
+            "sink", f"Sink: {name} Committer", lambda n: SinkWriterOperator(n, sink))
+        committer.parallelism = 1
+        committer.non_parallel = True
+        return DataStreamSink(writer, committer)
 
     def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
         """Print every record on the executors' stdout (at-least-once).
@@ -986,8 +1005,28 @@ class DataStreamSink(_Named):
     (True, 'stdout')
     """
 
-    def __init__(self, transformation: Transformation):
+    def __init__(self, transformation: Transformation, committer: Transformation | None = None):
         self._transformation = transformation
+        self._committer = committer  # a sink with one committer: name, uid and parallelism are its writer's
+
+    def uid(self, uid: str):
+        """Set the sink's stable id; a sink with a committer gives its committer ``<uid>-committer``.
+
+        >>> from runtime import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> env.from_collection([1, 2]).print().uid("stdout")._transformation.uid
+        'stdout'
+        """
+        super().uid(uid)
+        if self._committer is not None:
+            self._committer.uid = f"{uid}-committer"
+        return self
+
+    def name(self, name: str):
+        super().name(name)
+        if self._committer is not None:
+            self._committer.name = f"{name} Committer"
+        return self
 
 
 class CloseableIterator:

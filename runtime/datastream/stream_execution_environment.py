@@ -14,6 +14,7 @@ import os
 import sys
 from typing import Iterable
 
+from operators.committing.sink import GlobalCommitSink
 from operators.sinks import CollectSink, SinkWriterOperator
 from operators.sources import CollectionSource, SequenceSource, Source, SourceReaderOperator
 from operators.two_phase_commit import TwoPhaseCommitSink
@@ -85,6 +86,8 @@ def _check_sources_and_sinks(graph) -> None:
                            "validate", None)
         if callable(validate):
             validate()
+        if isinstance(getattr(node.operator, "sink", None), GlobalCommitSink):
+            node.operator.sink.bind(graph.job_name, node.uid)
     names = [node.operator.sink.name for node in graph.operators
              if isinstance(node.operator, SinkWriterOperator) and isinstance(node.operator.sink, CollectSink)]
     if len(names) != len(set(names)):

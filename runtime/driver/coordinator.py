@@ -120,6 +120,13 @@ class CheckpointCoordinator:
         self.source_subtasks = frozenset(SubtaskId(c.index, s) for c in graph.chains if c.operators and c.is_source
                                          for s in range(c.parallelism))
 
+    def continue_after(self, restored_id: CheckpointId) -> None:
+        """Number this execution's checkpoints after the one it restores, as Flink does, also when that one lies
+        in another job's directory (a savepoint): sinks record checkpoint ids in the tables they commit to, and a
+        table that holds checkpoint 57 of this sink must never see a later commit numbered 3."""
+        if restored_id >= self.next_id:
+            self.next_id = self.first_id = CheckpointId(restored_id + 1)
+
     @property
     def consecutive_failures(self) -> int:
         return self.failures.consecutive

@@ -102,6 +102,8 @@ class JobMaster:
         self.restart_chosen = restart_chosen  # the user set the strategy: it alone limits retries of a repeat
         self.coordinator = coordinator
         self.initial_restore = restore
+        if coordinator is not None and restore is not None:
+            coordinator.continue_after(restore.checkpoint.checkpoint_id)
         self.job_id = uuid.uuid4().hex
         self.lifecycle = JobLifecycle(graph.job_name)
         self.events: queue.Queue = queue.Queue()

@@ -545,6 +545,7 @@ class SubtaskRunner:
         barrier = self.barrier
         delay = self.barrier_arrived_ms - barrier.timestamp_ms if barrier.timestamp_ms else 0.0
         self.last_checkpoint_id = checkpoint_id
+        self._emit_pre_barrier(checkpoint_id)
         self.writer.flush()  # never waits (overdraft): the consumers record it as in flight
         with gc_paused():
             snapshot = self._snapshot(checkpoint_id, 0.0)
@@ -665,6 +666,7 @@ class SubtaskRunner:
             start_delay_ms = time.time() * 1000.0 - triggered_at_ms if triggered_at_ms else 0.0
         self.last_checkpoint_id = checkpoint_id
         unaligned = self.unaligned and not self.aligned_timeout_ms and savepoint is None  # a source's, then
+        self._emit_pre_barrier(checkpoint_id)
         self.writer.flush()
         with gc_paused():
             snapshot = self._snapshot(checkpoint_id, alignment_ms, full=savepoint is not None)
@@ -673,6 +675,13 @@ class SubtaskRunner:
             snapshot.unaligned = unaligned
             self.writer.broadcast_event(CheckpointBarrier(checkpoint_id, savepoint, triggered_at_ms, unaligned))
         self.slot.snapshotter.submit(snapshot)
+
+    def _emit_pre_barrier(self, checkpoint_id: CheckpointId) -> None:
+        """What each operator emits ahead of the barrier, through the rest of the chain."""
+        for index in range(len(self.operators)):
+            records = self._call(index, "prepare_snapshot_pre_barrier", checkpoint_id)
+            if records:
+                self._push(records, index + 1)
 
     def _snapshot(self, checkpoint_id: CheckpointId, alignment_ms: float, final: str | None = None,
                   full: bool = False) -> SubtaskSnapshot:

@@ -361,6 +361,8 @@ class OperatorHarness:
         (7, 'Map', ())
         """
         self._require("snapshot", Lifecycle.OPEN, Lifecycle.ENDED)
+        if self.lifecycle is Lifecycle.OPEN:
+            self._emit(self.operator.prepare_snapshot_pre_barrier(checkpoint_id))
         return take_snapshot(self._declared, self.operator, self._backend, checkpoint_id, self.subtask_index)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
