@@ -114,8 +114,10 @@ class ChaosUploadFileSystem(LocalFileSystem):
 
 
 def dying_before_commit(sink, directory: str):
-    """``sink`` (a two-phase-commit sink), made to die between pre-commit and commit once, when ``raise-before-commit``
-    or ``kill-before-commit`` is planned in ``directory``: for a database sink, between PREPARE and COMMIT PREPARED."""
+    """``sink`` (a two-phase-commit sink, or a sink with one committer), made to die once around a commit: between
+    pre-commit and commit when ``raise-before-commit`` or ``kill-before-commit`` is planned in ``directory`` (for a
+    database sink, between PREPARE and COMMIT PREPARED; for a table, between the files' upload and the table's
+    commit), right after the commit when ``kill-after-commit`` is (before the checkpoint that follows records it)."""
     sink.__class__ = type(f"Dying{type(sink).__name__}", (_DyingBeforeCommit, type(sink)), {})
     sink.chaos_directory = directory
     return sink
@@ -124,8 +126,10 @@ def dying_before_commit(sink, directory: str):
 class _DyingBeforeCommit:
     chaos_directory: str
 
-    def commit(self, transaction):
+    def commit(self, *transaction):
         for how in ("raise", "kill"):
             if consume(self.chaos_directory, f"{how}-before-commit"):
                 fire(how, "between pre-commit and commit")
-        super().commit(transaction)
+        super().commit(*transaction)
+        if consume(self.chaos_directory, "kill-after-commit"):
+            fire("kill", "right after a commit")
