@@ -41,6 +41,7 @@ NO_EXAMPLES = {
     "benchmarks.sinks": "benchmark-only sink, checked by the benchmark runs themselves",
     "operators": "re-exports only: each name's own docstring has an example (test_public_api_has_examples)",
     "operators.committing": "re-exports only: operators.committing.sink and .committables have the examples",
+    "operators.iceberg": "package docstring only: operators.iceberg.sink has the examples",
     "state_backends": "re-exports only: each name's own docstring has an example (test_public_api_has_examples)",
     "operators.operator": "abstract operator kinds: their examples are on the subclasses (builtins, columnar, ...)",
     "operators.jdbc.server_checks": "every function asks a PostgreSQL server: tests/unit/test_jdbc_sink.py runs them",

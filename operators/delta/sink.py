@@ -26,7 +26,7 @@ import os
 import pyarrow as pa
 
 from operators.committing.sink import FileWriter, GlobalCommitSink
-from operators.delta.data_files import DataFileWriter
+from operators.committing.parquet_files import ParquetFileWriter
 from runtime.errors import ConfigurationError, OutputUnreachableError
 
 __all__ = ["DeltaSink"]
@@ -166,7 +166,7 @@ class DeltaSink(GlobalCommitSink):
     def create_file_writer(self, subtask: int, parallelism: int) -> FileWriter:
         if self.table_schema is None:  # a sink used without validate (tests): the stream's schema as it is
             self.table_schema = self.stream_schema if self.stream_schema is not None else self.schema
-        return DataFileWriter(self.path, self.table_schema, self.partition_by, target_file_size=self.target_file_size,
+        return ParquetFileWriter(self.path, self.table_schema, self.partition_by, target_file_size=self.target_file_size,
                               subtask=subtask)
 
     def committed_checkpoint(self) -> int | None:

@@ -113,23 +113,26 @@ class ChaosUploadFileSystem(LocalFileSystem):
         return handle
 
 
-def dying_before_commit(sink, directory: str):
+def dying_before_commit(sink, directory: str, prefix: str = ""):
     """``sink`` (a two-phase-commit sink, or a sink with one committer), made to die once around a commit: between
     pre-commit and commit when ``raise-before-commit`` or ``kill-before-commit`` is planned in ``directory`` (for a
     database sink, between PREPARE and COMMIT PREPARED; for a table, between the files' upload and the table's
-    commit), right after the commit when ``kill-after-commit`` is (before the checkpoint that follows records it)."""
+    commit), right after the commit when ``kill-after-commit`` is (before the checkpoint that follows records it).
+    ``prefix``: of the fault names, to plan faults for two sinks of one job apart."""
     sink.__class__ = type(f"Dying{type(sink).__name__}", (_DyingBeforeCommit, type(sink)), {})
     sink.chaos_directory = directory
+    sink.chaos_prefix = prefix
     return sink
 
 
 class _DyingBeforeCommit:
     chaos_directory: str
+    chaos_prefix = ""
 
     def commit(self, *transaction):
         for how in ("raise", "kill"):
-            if consume(self.chaos_directory, f"{how}-before-commit"):
+            if consume(self.chaos_directory, f"{self.chaos_prefix}{how}-before-commit"):
                 fire(how, "between pre-commit and commit")
         super().commit(*transaction)
-        if consume(self.chaos_directory, "kill-after-commit"):
+        if consume(self.chaos_directory, f"{self.chaos_prefix}kill-after-commit"):
             fire("kill", "right after a commit")

@@ -296,7 +296,7 @@ def test_every_connector_module_either_works_or_is_missing_on_purpose():
     names = {f"{package.__name__}.{file[:-3]}" for file in os.listdir(os.path.dirname(package.__file__))
              if file.endswith(".py") and file != "__init__.py"}
     working = {f"{package.__name__}.{name}"
-               for name in ("base", "delta", "file_system", "jdbc", "kafka", "number_seq", "postgres")}
+               for name in ("base", "delta", "file_system", "iceberg", "jdbc", "kafka", "number_seq", "postgres")}
     assert names - working == set(MISSING_MODULES)
 
 

@@ -1,13 +1,13 @@
-"""One writer subtask's Parquet files in a Delta table's directory, and what a commit needs to know of them.
+"""One writer subtask's Parquet files in a table's directory, and what a commit needs to know of them.
 
-Files are named uniquely (a random id per file) and written straight to their final place: nothing in a Delta
-table is visible until the log references it, so no rename is needed, which object stores do not have. Partition
-columns are not stored in the files (the Delta protocol keeps them in the path and the log); rows go to one open
-file per partition value, rolled at ``target_file_size``.
+Files are named uniquely (a random id per file) and written straight to their final place: nothing in a Delta or
+Iceberg table is visible until its log or metadata references it, so no rename is needed, which object stores do
+not have. Partition columns are not stored in the files (the Delta protocol keeps them in the path and the log);
+rows go to one open file per partition value, rolled at ``target_file_size``.
 
 >>> import pyarrow as pa, tempfile
 >>> root = tempfile.mkdtemp()
->>> writer = DataFileWriter(root, pa.schema([("day", pa.string()), ("n", pa.int64())]), partition_by=("day",))
+>>> writer = ParquetFileWriter(root, pa.schema([("day", pa.string()), ("n", pa.int64())]), partition_by=("day",))
 >>> writer.write([pa.record_batch({"day": ["mon", "tue", "mon"], "n": [1, 2, 3]})])
 >>> files = sorted(writer.prepare_commit(), key=lambda f: f.partition_values)
 >>> [(f.partition_values, f.num_records, f.path.split("/")[0]) for f in files]
@@ -34,14 +34,14 @@ import pyarrow.parquet as pq
 
 from operators.committing.sink import FileWriter
 
-__all__ = ["DataFile", "DataFileWriter"]
+__all__ = ["ParquetFile", "ParquetFileWriter"]
 
 log = logging.getLogger(__name__)
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # the Delta protocol's directory name for a null partition value
 
 
-class DataFile(NamedTuple):
+class ParquetFile(NamedTuple):
     """A written, closed file: everything the commit's ``add`` action records about it."""
 
     path: str  # relative to the table's root, URL-encoded as the Delta log keeps it
@@ -147,7 +147,7 @@ def _partition_text(value) -> str | None:
     return str(value)
 
 
-class DataFileWriter(FileWriter):
+class ParquetFileWriter(FileWriter):
     """Writes batches of ``schema`` (the table's columns, partition columns included) under ``root``."""
 
     def __init__(self, root: str, schema: pa.Schema, partition_by: tuple[str, ...] = (), filesystem=None,
@@ -161,7 +161,7 @@ class DataFileWriter(FileWriter):
         self.compression = compression
         self.subtask = subtask
         self.open_files: dict[tuple, _OpenFile] = {}
-        self.closed: list[DataFile] = []
+        self.closed: list[ParquetFile] = []
 
     def write(self, records: list) -> None:
         for batch in records:
@@ -201,7 +201,7 @@ class DataFileWriter(FileWriter):
     def _close(self, values: tuple) -> None:
         target = self.open_files.pop(values)
         size = target.close()
-        self.closed.append(DataFile(target.relative, size, values, target.stats.records, target.stats.to_json(),
+        self.closed.append(ParquetFile(target.relative, size, values, target.stats.records, target.stats.to_json(),
                                     int(time.time() * 1000)))
 
     def prepare_commit(self) -> tuple:

@@ -1,0 +1,1 @@
+"""Iceberg tables written with ``pyiceberg``, exactly once: :mod:`operators.iceberg.sink`."""

@@ -1,0 +1,80 @@
+"""The keyed reference job into a Delta Lake table and an Iceberg table, exactly once through real failures: a map
+raises once, a worker is SIGKILLed mid-stream, each sink's committer is SIGKILLed once between the files' upload and
+the table's commit, and once right after a commit (before a checkpoint records it, so the restored committer holds
+files the table has). Each table must equal the running counts computed in plain Python, each row once, and its
+history must show one commit per checkpoint of the sink, in checkpoint order. One job writes both tables: one
+Spark run covers both sinks."""
+
+import collections
+import random
+
+import pytest
+
+from operators import KeyedProcessFunction, SequenceSource, ValueStateDescriptor
+from runtime import RestartStrategies
+from runtime.common import Row, Types
+from runtime.datastream.connectors.delta import DeltaSink
+from runtime.datastream.connectors.iceberg import IcebergSink
+from tests.integration import chaos, paced
+
+pytestmark = [pytest.mark.delta, pytest.mark.iceberg]
+
+N, KEYS = 12_000, 37
+COUNT = Types.ROW_NAMED(["k", "n"], [Types.LONG(), Types.LONG()])
+
+
+class RunningCount(KeyedProcessFunction):
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield Row(k=value, n=n)
+
+
+def _in_order_once(checkpoints: list[int]) -> bool:
+    return checkpoints == sorted(set(checkpoints))
+
+
+def test_the_tables_equal_the_reference_after_an_exception_and_kills_around_the_commits(env, tmp_path):
+    from deltalake import DeltaTable
+
+    delta_path = str(tmp_path / "running_counts")
+    catalog = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": f"file://{tmp_path}/warehouse"}
+    faults = ("raise-in-map", "kill-in-map", "kill-before-commit", "kill-after-commit", "iceberg-kill-before-commit",
+              "iceberg-kill-after-commit")
+    chaos_dir = chaos.plan(str(tmp_path / "chaos"), *faults)
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(len(faults) + 2, 0))
+    rng = random.Random()
+    numbers = paced.PacedSource(SequenceSource(0, N - 1), per_checkpoint=700, end_when=paced.DirectoryEmpty(chaos_dir),
+                                together=str(tmp_path / "paced"))
+    counts = (env.from_source(numbers, "numbers").uid("numbers")
+              .map(chaos.ChaosMap(chaos_dir, "raise-in-map", "raise", rng.randrange(500, 2500))).uid("chaos-raise")
+              .map(lambda x: x % KEYS).uid("key")
+              .key_by(lambda k: k).process(RunningCount(), output_type=COUNT).uid("count")
+              .map(chaos.ChaosMap(chaos_dir, "kill-in-map", "kill", rng.randrange(500, 2500)), output_type=COUNT)
+              .uid("chaos-kill"))
+    counts.sink_to(chaos.dying_before_commit(DeltaSink(delta_path), chaos_dir)).uid("delta")
+    counts.sink_to(chaos.dying_before_commit(IcebergSink(catalog, "test.running_counts"), chaos_dir, "iceberg-")) \
+        .uid("iceberg")
+    result = env.execute("tables-out")
+
+    assert chaos.remaining(chaos_dir) == [] and result.restarts >= 5, (chaos.remaining(chaos_dir), result.restarts)
+    per_key = collections.Counter(x % KEYS for x in range(N))
+    expected = sorted((k, n) for k, c in per_key.items() for n in range(1, c + 1))
+
+    delta = DeltaTable(delta_path)
+    assert sorted((r["k"], r["n"]) for r in delta.to_pyarrow_table().to_pylist()) == expected, "Delta: each row once"
+    writes = [h for h in reversed(delta.history()) if h.get("operation") == "WRITE"]
+    checkpoints = [int(h["chandy.checkpoint-id"]) for h in writes]
+    assert _in_order_once(checkpoints), f"Delta: one commit per checkpoint, in order: {checkpoints}"
+    assert delta.transaction_version("chandy:tables-out:delta-committer") == checkpoints[-1]
+
+    iceberg = IcebergSink(catalog, "test.running_counts").table()
+    rows = iceberg.scan().to_arrow()
+    assert sorted(zip(rows["k"].to_pylist(), rows["n"].to_pylist())) == expected, "Iceberg: each row once"
+    checkpoints = [int(s.summary["chandy.checkpoint-id"]) for s in iceberg.snapshots()]
+    assert _in_order_once(checkpoints), f"Iceberg: one snapshot per checkpoint, in order: {checkpoints}"
