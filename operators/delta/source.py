@@ -114,6 +114,9 @@ class DeltaSource(Source):
         self.ignore_deletes = bool(ignore_deletes)
         self.ignore_changes = bool(ignore_changes)
         self.end_version = version_as_of  # bounded: resolved to the latest version by validate() when not given
+        # The version whose snapshot is read first (no starting_version): resolved by validate() on the driver, so
+        # that every attempt of the job (one restarted before its first checkpoint too) reads the same snapshot.
+        self.snapshot_version = version_as_of
 
     @staticmethod
     def for_bounded(path: str) -> "DeltaSourceBuilder":
@@ -169,6 +172,8 @@ class DeltaSource(Source):
                                      f"of {self.path}, {latest}.")
         if self.bounded and self.end_version is None:
             self.end_version = latest
+        if self.starting_version is None and self.snapshot_version is None:
+            self.snapshot_version = latest
         if self.bounded and self.starting_version is not None and self.starting_version > self.end_version:
             raise ConfigurationError(f"DeltaSource: starting_version({self.starting_version}) is after the version "
                                      f"the bounded source ends at, {self.end_version}: nothing would be read.")
@@ -292,13 +297,14 @@ class _DeltaReader(SourceReader):
         self.table = source.open_table()
         self.filesystem = PyFileSystem(DeltaStorageHandler(source.path, source.storage_options or None))
         latest = self.table.version()
-        if source.bounded and self.end_version is None:
-            self.end_version = source.version_as_of if source.version_as_of is not None else latest
+        if source.bounded and self.end_version is None:  # validate() did not run: the latest version now
+            self.end_version = latest
         if self.position is None:
             if source.starting_version is not None:
                 self.position = DeltaPosition.changes_of(source.starting_version)
             else:
-                self.position = DeltaPosition.snapshot_of(self.end_version if source.bounded else latest)
+                snapshot = source.snapshot_version
+                self.position = DeltaPosition.snapshot_of(latest if snapshot is None else snapshot)
         elif (not self.position.snapshot and self.position.version <= latest
               and not self._committed(self.position.version)):
             raise InputUnreachableError(

@@ -213,3 +213,32 @@ def test_the_source_runs_as_one_subtask_whatever_the_parallelism(tmp_path):
     env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(3)
     stream = env.from_source(DeltaSource.for_bounded(path).build(), "orders")
     assert stream.get_name() == "orders" and DeltaSource.parallel is False
+
+
+def test_the_snapshot_version_is_fixed_on_the_driver_for_every_attempt(tmp_path):
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(0, 2))
+    source = DeltaSource.for_continuous(path).update_check_interval(1).build()
+    source.validate()  # at launch: the snapshot is version 0's
+    write_deltalake(path, rows(2, 2), mode="append")  # version 1, before the readers open
+    for _attempt in range(2):  # an attempt restarted without a checkpoint reads the same
+        reader = opened(source)
+        assert reader.position == DeltaPosition.snapshot_of(0)
+        assert [ids(read_through(reader, 0)), sorted(ids(read_through(reader, 1)))] == [[0, 1], [2, 3]]
+
+
+def test_a_table_on_an_s3_protocol_server_is_read_with_storage_options(s3_server):
+    options = {"AWS_ENDPOINT_URL": s3_server.endpoint_url, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+               "AWS_ACCESS_KEY_ID": "chandy-test", "AWS_SECRET_ACCESS_KEY": "chandy-test-secret",
+               "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    path = f"s3://{s3_server.bucket('delta')}/orders"
+    write_deltalake(path, rows(0, 3), storage_options=options)
+    source = DeltaSource.for_continuous(path).storage_options(options).update_check_interval(1).build()
+    source.validate()
+    reader = opened(source)
+    assert sorted(ids(read_through(reader, 0))) == [0, 1, 2]
+    assert reader.poll(10) == []  # version 1 is not there yet
+    write_deltalake(path, rows(3, 2), mode="append", storage_options=options)
+    assert sorted(ids(read_through(reader, 1))) == [3, 4]
+    with pytest.raises(InputUnreachableError, match="is not a Delta table"):
+        DeltaSource.for_bounded(path + "-missing").storage_options(options).build().validate()
