@@ -1,12 +1,16 @@
 """The keyed reference job into a Delta Lake table and an Iceberg table, exactly once through real failures: a map
-raises once, a worker is SIGKILLed mid-stream, each sink's committer is SIGKILLed once between the files' upload and
+raises once, a worker SIGKILLs itself mid-stream, the test SIGKILLs a worker from outside at a random moment after
+a completed checkpoint, each sink's committer is SIGKILLed once between the files' upload and
 the table's commit, and once right after a commit (before a checkpoint records it, so the restored committer holds
 files the table has). Each table must equal the running counts computed in plain Python, each row once, and its
 history must show one commit per checkpoint of the sink, in checkpoint order. One job writes both tables: one
 Spark run covers both sinks."""
 
 import collections
+import contextlib
+import os
 import random
+import signal
 
 import pytest
 
@@ -16,6 +20,7 @@ from runtime.common import Row, Types
 from runtime.datastream.connectors.delta import DeltaSink
 from runtime.datastream.connectors.iceberg import IcebergSink
 from tests.integration import chaos, paced
+from tests.integration.waiting import wait_for
 
 pytestmark = [pytest.mark.delta, pytest.mark.iceberg]
 
@@ -47,7 +52,7 @@ def test_the_tables_equal_the_reference_after_an_exception_and_kills_around_the_
     chaos_dir = chaos.plan(str(tmp_path / "chaos"), *faults)
     env.set_parallelism(2).enable_checkpointing(100)
     env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(len(faults) + 2, 0))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(len(faults) + 3, 0))
     rng = random.Random()
     numbers = paced.PacedSource(SequenceSource(0, N - 1), per_checkpoint=700, end_when=paced.DirectoryEmpty(chaos_dir),
                                 together=str(tmp_path / "paced"))
@@ -60,7 +65,14 @@ def test_the_tables_equal_the_reference_after_an_exception_and_kills_around_the_
     counts.sink_to(chaos.dying_before_commit(DeltaSink(delta_path), chaos_dir)).uid("delta")
     counts.sink_to(chaos.dying_before_commit(IcebergSink(catalog, "test.running_counts"), chaos_dir, "iceberg-")) \
         .uid("iceberg")
-    result = env.execute("tables-out")
+    client = env.execute_async("tables-out")
+    master = client._run
+    after = rng.randint(1, 3)
+    wait_for(lambda: len(master.coordinator.completed_checkpoints()) >= after or master.ended,
+             what=f"{after} completed checkpoints")
+    with contextlib.suppress(ProcessLookupError):  # a worker that a planned fault killed a moment ago
+        os.kill(rng.choice([r.pid for r in master.control.registrations.values()]), signal.SIGKILL)
+    result = client.get_job_execution_result()
 
     assert chaos.remaining(chaos_dir) == [] and result.restarts >= 5, (chaos.remaining(chaos_dir), result.restarts)
     per_key = collections.Counter(x % KEYS for x in range(N))
