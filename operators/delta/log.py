@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from runtime.errors import ConfigurationError
@@ -38,12 +38,14 @@ def commit_path(version: int) -> str:
 @dataclass(frozen=True)
 class VersionActions:
     """The data-changing actions of one commit: paths (decoded, relative to the table root) of the files it added
-    and removed with ``dataChange``, whether it wrote change data (``cdc``) files, and its operation's name."""
+    and removed with ``dataChange``, whether it wrote change data (``cdc``) files, and its operation's name;
+    ``partition_values``: each added file's partition values as the log writes them (strings, or None)."""
 
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     has_change_data: bool = False
     operation: str | None = None
+    partition_values: dict = field(default_factory=dict, compare=False)
 
     @property
     def changes_data(self) -> bool:
@@ -57,20 +59,21 @@ def parse_commit(text: str) -> VersionActions:
     ...              '{"add": {"path": "b.parquet", "dataChange": false}}').removed
     ('a.parquet',)
     """
-    added, removed, has_cdc, operation = [], [], False, None
+    added, removed, has_cdc, operation, partition_values = [], [], False, None, {}
     for line in text.splitlines():
         if not line.strip():
             continue
         action = json.loads(line)
         if "add" in action and action["add"].get("dataChange", True):
             added.append(unquote(action["add"]["path"]))
+            partition_values[added[-1]] = dict(action["add"].get("partitionValues") or {})
         elif "remove" in action and action["remove"].get("dataChange", True):
             removed.append(unquote(action["remove"]["path"]))
         elif "cdc" in action:
             has_cdc = True
         elif "commitInfo" in action:
             operation = action["commitInfo"].get("operation")
-    return VersionActions(tuple(sorted(added)), tuple(sorted(removed)), has_cdc, operation)
+    return VersionActions(tuple(sorted(added)), tuple(sorted(removed)), has_cdc, operation, partition_values)
 
 
 class ReadPlan(enum.Enum):

@@ -43,7 +43,7 @@ import os
 import time
 from typing import Callable
 
-from operators.delta.log import ReadPlan, commit_path, parse_commit, plan_version
+from operators.delta.log import ReadPlan, VersionActions, commit_path, parse_commit, plan_version
 from operators.delta.position import DeltaPosition
 from operators.sources import Source, SourceReader
 from runtime.errors import ConfigurationError, InputUnreachableError
@@ -246,6 +246,40 @@ class DeltaSourceBuilder:
         return DeltaSource(self._path, bounded=self._bounded, **self._options)
 
 
+class UnreadableTableError(InputUnreachableError):
+    """The table needs a reader feature this source lacks (deletion vectors, column mapping): a restart would not
+    help."""
+
+    retryable = False
+
+
+def _partition_expression(schema, values: dict, path: str):
+    """The filter that says which partition a file is in, from its add action's ``partitionValues`` (strings): a
+    fragment fills its partition columns from it.
+
+    >>> import pyarrow as pa
+    >>> schema = pa.schema([("day", pa.date32()), ("shard", pa.int32()), ("n", pa.int64())])
+    >>> _partition_expression(schema, {"day": "2026-11-27", "shard": None}, "f.parquet")
+    <pyarrow.compute.Expression ((day == 2026-11-27) and is_null(shard, {nan_is_null=false}))>
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    expression = None
+    for name, value in sorted(values.items()):
+        column = pc.field(name)
+        if value is None:
+            term = column.is_null()
+        else:
+            try:
+                term = column == pa.scalar(value).cast(schema.field(name).type)
+            except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise UnreadableTableError(f"DeltaSource: the partition value {name}={value!r} of {path} does not "
+                                           f"read as the column's type: {exc}") from exc
+        expression = term if expression is None else expression & term
+    return expression
+
+
 def _plain_types(table):
     """``table`` with string and binary views (which the feed returns, and ``take`` cannot order) cast to the
     plain types."""
@@ -351,38 +385,50 @@ class _DeltaReader(SourceReader):
         source = self.source
         self.table.load_as_version(position.version)
         if position.snapshot:
-            return self._file_parts(None)
+            return self._snapshot_parts()
         with self.filesystem.open_input_stream(commit_path(position.version)) as stream:
             actions = parse_commit(stream.read().decode("utf-8"))
         change_data_feed = _is_true(self.table.metadata().configuration.get("delta.enableChangeDataFeed"))
         plan = plan_version(position.version, actions, change_data_feed, source.ignore_deletes,
                             source.ignore_changes, table=source.path)
         if plan is ReadPlan.ADDED_FILES:
-            return self._file_parts(set(actions.added))
+            return self._added_parts(actions)
         if plan is ReadPlan.CHANGE_DATA_FEED:
             return [lambda: self._change_data(position.version)]
         return []
 
-    def _file_parts(self, paths: set | None) -> list[Callable]:
-        """The table's files at the loaded version (only ``paths``, when given), in path order, each a part."""
+    def _columns(self) -> list[str] | None:
+        columns = self.source.columns
+        return None if columns is None else [c for c in columns if c not in CHANGE_DATA_COLUMNS]
+
+    def _snapshot_parts(self) -> list[Callable]:
+        """The table's files at the loaded version, in path order, each a part."""
         try:
             dataset = self.table.to_pyarrow_dataset()
-        except Exception as exc:
-            raise InputUnreachableError(f"DeltaSource cannot read {self.source.path} at version "
-                                        f"{self.table.version()}: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # a reader feature pyarrow datasets lack (deletion vectors, column mapping)
+            raise UnreadableTableError(f"DeltaSource cannot read {self.source.path} at version "
+                                       f"{self.table.version()}: {type(exc).__name__}: {exc}") from exc
         fragments = {fragment.path: fragment for fragment in dataset.get_fragments()}
-        if paths is not None:
-            missing = sorted(paths - set(fragments))
-            if missing:
-                raise InputUnreachableError(f"DeltaSource {self.source.path}: version {self.table.version()} added "
-                                            f"{missing[:3]}, which its snapshot does not hold.")
-            fragments = {path: fragments[path] for path in paths}
-        columns = self.source.columns
-        if columns is not None:
-            columns = [c for c in columns if c not in CHANGE_DATA_COLUMNS]
-        schema = dataset.schema
+        columns, schema = self._columns(), dataset.schema
         return [lambda fragment=fragments[path]: fragment.to_table(schema=schema, columns=columns)
                 for path in sorted(fragments)]
+
+    def _added_parts(self, actions: VersionActions) -> list[Callable]:
+        """The files a version added, in path order, each a part. Read one by one, with the partition values its
+        add action gives (a dataset of the whole table would cost a moment per file the table has, every version)."""
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        schema = pa.schema(self.table.schema().to_arrow())
+        file_format = ds.ParquetFileFormat()
+        columns = self._columns()
+
+        def read(path: str):
+            expression = _partition_expression(schema, actions.partition_values.get(path) or {}, path)
+            fragment = file_format.make_fragment(path, filesystem=self.filesystem, partition_expression=expression)
+            return fragment.to_table(schema=schema, columns=columns)
+
+        return [lambda path=path: read(path) for path in actions.added]
 
     def _change_data(self, version: int):
         import pyarrow as pa

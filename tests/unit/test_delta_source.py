@@ -242,3 +242,22 @@ def test_a_table_on_an_s3_protocol_server_is_read_with_storage_options(s3_server
     assert sorted(ids(read_through(reader, 1))) == [3, 4]
     with pytest.raises(InputUnreachableError, match="is not a Delta table"):
         DeltaSource.for_bounded(path + "-missing").storage_options(options).build().validate()
+
+
+def test_appended_files_read_their_typed_partition_values_as_the_table_does(tmp_path):
+    import datetime
+
+    path = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("shard", pa.int32()), ("ts", pa.timestamp("us"))])
+    day = datetime.date(2026, 11, 27)
+    moment = datetime.datetime(2026, 11, 27, 13, 45, 30, 123456)
+    write_deltalake(path, pa.table({"id": [0], "day": [day], "shard": [1], "ts": [moment]}, schema=schema),
+                    partition_by=["day", "shard", "ts"])
+    write_deltalake(path, pa.table({"id": [1, 2], "day": [day, None], "shard": [2, None], "ts": [moment, None]},
+                                   schema=schema), mode="append")
+    reader = opened(DeltaSource.for_bounded(path).starting_version(0).build())
+
+    def key(row):
+        return row["id"]
+
+    assert sorted(read_to_end(reader), key=key) == sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=key)
