@@ -304,15 +304,17 @@ def _stable_order(table):
 class _DeltaReader(SourceReader):
     """Reads from :attr:`position` on: loads the parts of the position's version, emits rows, moves on."""
 
-    def __init__(self, source: DeltaSource):
+    def __init__(self, source: DeltaSource, clock: Callable[[], float] = time.monotonic,
+                 wait: Callable[[float], None] = time.sleep):
         self.source = source
+        self.clock, self.wait = clock, wait  # monotonic seconds, and how to pause a poll that found nothing
         self.position: DeltaPosition | None = None
         self.end_version = source.end_version
         self.table = None  # delta-rs's DeltaTable, loaded at the version being read
         self.filesystem = None  # a pyarrow filesystem at the table's root, for the commit files
         self.parts: list[Callable] | None = None  # the position's version's parts, each reading a pyarrow Table
         self.rows = None  # the current part's rows (all of them: the position's row indexes it)
-        self.next_check = 0.0
+        self.next_check = 0.0  # when to ask the store again for a version it said was not committed
 
     def restore_state(self, splits: list) -> None:
         if len(splits) > 1:
@@ -351,20 +353,25 @@ class _DeltaReader(SourceReader):
 
         return self.filesystem.get_file_info(commit_path(version)).type != FileType.NotFound
 
+    def _version_committed(self, version: int) -> bool:
+        """Whether ``version`` is committed, asking the store at most once per update check interval while it is
+        not (and at once for the next, while versions are there to read)."""
+        now = self.clock()
+        if now < self.next_check:
+            return False
+        if self._committed(version):
+            return True
+        self.next_check = now + self.source.update_check_interval_ms / 1000.0
+        return False
+
     def poll(self, max_records: int) -> list | None:
         position = self.position
         if position.is_past(self.end_version):
             return None
         if self.parts is None:
-            if not position.snapshot and not self._committed(position.version):
-                now = time.monotonic()
-                if now < self.next_check:
-                    time.sleep(POLL_WAIT_S)
-                    return []
-                self.next_check = now + self.source.update_check_interval_ms / 1000.0
-                if not self._committed(position.version):
-                    time.sleep(POLL_WAIT_S)
-                    return []
+            if not position.snapshot and not self._version_committed(position.version):
+                self.wait(POLL_WAIT_S)
+                return []
             self.parts = self._parts(position)
         while position.part < len(self.parts):
             if self.rows is None:
@@ -383,7 +390,14 @@ class _DeltaReader(SourceReader):
 
     def _parts(self, position: DeltaPosition) -> list[Callable]:
         source = self.source
-        self.table.load_as_version(position.version)
+        try:
+            self.table.load_as_version(position.version)
+        except Exception as exc:
+            raise UnreadableTableError(
+                f"DeltaSource cannot load version {position.version} of {source.path} to read "
+                f"{position.describe()} ({type(exc).__name__}: {exc}): log retention or VACUUM removed it. Start the "
+                "job without restoring, or keep the log and files longer (delta.logRetentionDuration, "
+                "delta.deletedFileRetentionDuration).") from exc
         if position.snapshot:
             return self._snapshot_parts()
         with self.filesystem.open_input_stream(commit_path(position.version)) as stream:

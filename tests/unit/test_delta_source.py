@@ -203,6 +203,11 @@ def test_a_restored_position_whose_commit_is_gone_is_an_error(tmp_path):
     reader.restore_state([DeltaPosition.changes_of(1)])
     with pytest.raises(InputUnreachableError, match=r"changes of version 1.*gone from _delta_log.*retention"):
         reader.open(None)
+    snapshot = DeltaSource.for_continuous(path).build().create_reader(0, 1)
+    snapshot.restore_state([DeltaPosition.snapshot_of(0).advanced(1)])
+    snapshot.open(None)
+    with pytest.raises(InputUnreachableError, match=r"cannot load version 0 .*the snapshot at version 0.*retention"):
+        snapshot.poll(10)
 
 
 def test_the_source_runs_as_one_subtask_whatever_the_parallelism(tmp_path):
@@ -261,3 +266,20 @@ def test_appended_files_read_their_typed_partition_values_as_the_table_does(tmp_
         return row["id"]
 
     assert sorted(read_to_end(reader), key=key) == sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=key)
+
+
+def test_a_waiting_source_asks_the_store_once_per_update_check_interval(tmp_path):
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(0, 1))
+    now = [100.0]
+    source = DeltaSource.for_continuous(path).starting_version(1).update_check_interval(5000).build()
+    reader = source.create_reader(0, 1)
+    reader.clock, reader.wait = (lambda: now[0]), (lambda seconds: None)
+    reader.open(None)
+    assert reader.poll(10) == []  # asked: version 1 is not there
+    write_deltalake(path, rows(1, 1), mode="append")
+    write_deltalake(path, rows(2, 1), mode="append")
+    now[0] += 4.9
+    assert reader.poll(10) == []  # not asked again within the interval
+    now[0] += 0.1
+    assert ids(read_through(reader, 2)) == [1, 2]  # version 2 follows at once, without another interval
