@@ -121,17 +121,19 @@ class BatchesToRowsOperator(OneInputOperator):
 
 class RowsToBatchesOperator(OneInputOperator):
     """Enters the columnar path: records (dicts by column name, tuples in column order, or, for one column,
-    plain values) become one record batch of ``schema`` per input batch."""
+    plain values) become one record batch of ``schema`` per input batch. ``rows``: records are tuples or Rows in
+    column order also for one column (records of a declared row type)."""
 
-    def __init__(self, name: str, schema: pa.Schema):
+    def __init__(self, name: str, schema: pa.Schema, rows: bool = False):
         super().__init__(name)
         self.schema = schema
+        self.rows = rows
 
     def process_batch(self, records: list) -> list:
         schema = self.schema
         if isinstance(records[0], dict):
             return [pa.RecordBatch.from_pylist(records, schema=schema)]
-        columns = [records] if len(schema) == 1 else list(zip(*records))
+        columns = [records] if len(schema) == 1 and not self.rows else list(zip(*records))
         if len(columns) != len(schema):
             raise InvalidRecordError(f"Operator '{self.name}': records have {len(columns)} fields, the schema "
                              f"[{_describe(schema)}] has {len(schema)}")

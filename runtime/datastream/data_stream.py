@@ -755,7 +755,10 @@ class DataStream(_Named):
         the records' declared type."""
         stream = self
         if self.get_schema() is None:
-            stream = self.to_columnar(sink.record_schema(self.get_type()))
+            schema = sink.record_schema(self.get_type())
+            rows = self.get_type() is not None and bool(self.get_type().field_names)
+            stream = DataStream(self._env, self._then("operator", "ToColumnar",
+                                                      lambda n: RowsToBatchesOperator(n, schema, rows), schema=schema))
         sink.expect_schema(stream.get_schema())
         name = getattr(sink, "name", None) or type(sink).__name__
         writer = stream._then("operator", f"Sink: {name}", lambda n: CommittableWriterOperator(n, sink))

@@ -240,6 +240,8 @@ class SubtaskRunner:
                 leftover = self._call(index, "finish")
                 if leftover:
                     self._push(leftover, index + 1)
+        else:  # stopped with a savepoint: its final state is the savepoint's, with what goes ahead of a barrier
+            self._emit_pre_barrier(CheckpointId(self.last_checkpoint_id + 1))
         self.writer.flush()
         self.writer.broadcast_event(END_OF_INPUT_STOPPED if self.stopping else END_OF_INPUT)
         self.writer.close()

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from operators import CollectSink, DiscardingSink, FileSink, SequenceSource
-from runtime import StreamExecutionEnvironment
+from runtime import StreamExecutionEnvironment, Types
+from runtime.datastream.connectors.delta import DeltaSink
 from runtime.errors import IncompatibleCheckpointError, SavepointError
 from state_backends.storage import FINISHED_PREFIX, CheckpointStorage
 from tests.integration.jobs import CountPerKey, final_counts
@@ -90,10 +91,20 @@ def numbers_to_files(env, tmp_path, out):
     env.set_parallelism(2).enable_checkpointing(100)
     env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
     sink = FileSink(str(out), format="jsonl")
-    env.from_source(PacedSource(SequenceSource(0, N - 1), per_checkpoint=N // 40,
-                                end_when=FileExists(str(tmp_path / "end")), together=str(tmp_path / "paced")),
-                    "numbers").uid("numbers").map(lambda n: [n]).uid("wrap").sink_to(sink).uid("files")
+    numbers = env.from_source(PacedSource(SequenceSource(0, N - 1), per_checkpoint=N // 40,
+                                          end_when=FileExists(str(tmp_path / "end")), together=str(tmp_path / "paced")),
+                              "numbers").uid("numbers")
+    numbers.map(lambda n: [n]).uid("wrap").sink_to(sink).uid("files")
+    # A sink with one committer too: its writers hand their files over ahead of the savepoint's final state.
+    numbers.map(lambda n: (n,), output_type=Types.ROW_NAMED(["n"], [Types.LONG()])).uid("row") \
+        .sink_to(DeltaSink(str(out) + "-delta")).uid("delta")
     return sink
+
+
+def delta_numbers(out) -> list[int]:
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(out) + "-delta").to_pyarrow_table()["n"].to_pylist()
 
 
 @pytest.mark.parametrize("how", ["api", "cli-drain"])
@@ -119,6 +130,8 @@ def test_stop_with_savepoint_then_restore_writes_each_record_once_end_to_end(spa
     assert client.get_job_status().name == "FINISHED"
     before = [n for (n,) in sink.read_committed()]
     assert len(before) == len(set(before)) and 0 < len(before) < N, "stopped part of the way, nothing twice"
+    in_delta = delta_numbers(tmp_path / "out")
+    assert len(in_delta) == len(set(in_delta)) and len(in_delta) < N, "stopped part of the way, nothing twice"
     assert result.sink_results["files"] == 0, "the savepoint's checkpoint committed everything"
     assert not os.path.exists(os.path.join(storage.job_dir, "_job.json")), "the job's endpoint is gone with it"
     with pytest.raises(SavepointError, match="FINISHED"):
@@ -129,6 +142,7 @@ def test_stop_with_savepoint_then_restore_writes_each_record_once_end_to_end(spa
     numbers_to_files(again, tmp_path, tmp_path / "out")
     again.execute("stopped", restore_from=url)
     assert sorted(n for (n,) in sink.read_committed()) == list(range(N)), "each record once, end to end"
+    assert sorted(delta_numbers(tmp_path / "out")) == list(range(N)), "each record once in the Delta table too"
 
 
 def test_savepoints_need_checkpointing(env, tmp_path):
