@@ -98,12 +98,13 @@ class CountWithPlacement(KeyedProcessFunction):
 N, KEYS = 60_000, 97
 
 
-def rescalable_job(env, url, parallelism, per_checkpoint, marker=None):
+def rescalable_job(env, url, parallelism, per_checkpoint, marker=None, together=None):
+    """``together``: the paced source's local meeting directory (by default beside a local ``url``)."""
     env.set_parallelism(parallelism).enable_checkpointing(100)
     # the tests restore the first run's checkpoints after other runs added theirs: retention must not delete them
     env.get_checkpoint_config().set_checkpoint_storage(url).set_max_retained_checkpoints(1000)
     sink = CollectSink("counts")
-    numbers = PacedSource(SequenceSource(0, N - 1), per_checkpoint, together=url + "-paced")
+    numbers = PacedSource(SequenceSource(0, N - 1), per_checkpoint, together=together or url + "-paced")
     stream = env.from_source(numbers, "numbers").uid("numbers") \
         .map(lambda x: x % KEYS).uid("modulo")
     if marker:
@@ -115,15 +116,17 @@ def rescalable_job(env, url, parallelism, per_checkpoint, marker=None):
 
 
 def run_until_checkpointed(spark, url, job_name, tmp_path):
+    """``url``: a local path, or any URL (such as s3://)."""
     from runtime import StreamExecutionEnvironment
 
     env = StreamExecutionEnvironment.get_execution_environment(spark)
     marker = str(tmp_path / f"{job_name}.checkpointed")
-    rescalable_job(env, url, 2, per_checkpoint=N // 2 // 20, marker=marker)  # 20 checkpoints: cancelled after 2
+    rescalable_job(env, url, 2, per_checkpoint=N // 2 // 20, marker=marker,  # 20 checkpoints: cancelled after 2
+                   together=str(tmp_path / f"{job_name}-paced"))
     client = env.execute_async(job_name)
     wait_for(lambda: os.path.exists(marker), what="two completed checkpoints")
     client.cancel()
-    storage = CheckpointStorage("file://" + url, job_name)
+    storage = CheckpointStorage(url if "://" in url else "file://" + url, job_name)
     return storage, storage.usable_ids()
 
 
@@ -139,12 +142,18 @@ def checkpointed_at_2(spark, tmp_path_factory):
 @pytest.mark.parametrize("new_parallelism", [3, 1])
 def test_rescaled_restore_is_exact_and_puts_state_where_the_key_group_formula_says(
         spark, checkpointed_at_2, new_parallelism):
+    url, storage, ids = checkpointed_at_2
+    assert_rescaled_restore_is_exact(spark, url, "rescale", ids, new_parallelism)
+
+
+def assert_rescaled_restore_is_exact(spark, url, job_name, ids, new_parallelism, together=None):
+    """Restoring the newest of ``ids`` (of :func:`run_until_checkpointed`) at ``new_parallelism`` counts every record
+    once, and each key's state lands on the subtask the key group formula names."""
     from runtime import StreamExecutionEnvironment
 
-    url, storage, ids = checkpointed_at_2
     env = StreamExecutionEnvironment.get_execution_environment(spark)
-    sink = rescalable_job(env, url, new_parallelism, per_checkpoint=None)
-    result = env.execute("rescale", restore_from=ids[-1])
+    sink = rescalable_job(env, url, new_parallelism, per_checkpoint=None, together=together)
+    result = env.execute(job_name, restore_from=ids[-1])
     assert result.restored_from == [ids[-1]]
     out = result.collected(sink)
     expected = sorted((k, i) for k, c in collections.Counter(x % KEYS for x in range(N)).items()

@@ -52,21 +52,24 @@ def expected_running_counts(n, keys):
     return sorted((k, i) for k, c in per_key.items() for i in range(1, c + 1))
 
 
-def build(env, tmp_path, parallelism, how, seed, mode=CheckpointingMode.EXACTLY_ONCE, tail=None):
+def build(env, tmp_path, parallelism, how, seed, mode=CheckpointingMode.EXACTLY_ONCE, tail=None, storage=None,
+          filesystem=None, n=N):
+    """``storage``, ``filesystem``: where checkpoints go (by default a local directory in ``tmp_path``); ``n``: how
+    many numbers the source counts."""
     share = random.Random(seed).uniform(0.2, 0.8)
     env.set_parallelism(parallelism)
     env.enable_checkpointing(100, mode)
-    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "checkpoints"))
+    env.get_checkpoint_config().set_checkpoint_storage(storage or str(tmp_path / "checkpoints"), filesystem=filesystem)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 0))
     sink = CollectSink("counts")
     # Each completed checkpoint lets a tenth of a source subtask's input through: the injected failure comes
     # after at least one completed checkpoint however fast or slow the machine is.
-    numbers = PacedSource(SequenceSource(0, N - 1), per_checkpoint=N // parallelism // 10,
+    numbers = PacedSource(SequenceSource(0, n - 1), per_checkpoint=n // parallelism // 10,
                           together=str(tmp_path / "paced"))
     stream = (env.from_source(numbers, "numbers").uid("numbers")
               .map(lambda x: x % KEYS).uid("modulo")
               .key_by(lambda k: k).process(CountPerKey()).uid("count")
-              .map(FailOnceAfterCheckpoint(share, how, N // parallelism)).uid("fail-once"))
+              .map(FailOnceAfterCheckpoint(share, how, n // parallelism)).uid("fail-once"))
     if tail is not None:
         stream = tail(stream)
     stream.sink_to(sink).uid("sink")
