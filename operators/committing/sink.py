@@ -157,7 +157,8 @@ class _GlobalCommitter(SinkWriter):
                 f"{_describe(self.sink)} holds the commit of checkpoint {self.table_checkpoint} of this sink (app id "
                 f"{self.sink.app_id!r}), newer than checkpoint {restored} being restored: the rows written after "
                 f"checkpoint {restored} are in the table already and would be written twice. Restore checkpoint "
-                f"{self.table_checkpoint} (or a later one) instead.")
+                f"{self.table_checkpoint} (or a later one) instead. For an upgrade, stop the job with a savepoint "
+                "(chandy stop, or JobClient.stop_with_savepoint): nothing is committed after it.")
         self.completed = restored  # the restored checkpoint completed: what it holds is due
         self._commit_due()
 

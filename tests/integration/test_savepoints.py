@@ -87,8 +87,8 @@ def test_a_savepoint_outlives_retention_moves_and_restores_exactly_at_another_pa
     assert final_counts(result.collected(sink)) == dict(expected)
 
 
-def numbers_to_files(env, tmp_path, out):
-    env.set_parallelism(2).enable_checkpointing(100)
+def numbers_to_files(env, tmp_path, out, parallelism=2):
+    env.set_parallelism(parallelism).enable_checkpointing(100)
     env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
     sink = FileSink(str(out), format="jsonl")
     numbers = env.from_source(PacedSource(SequenceSource(0, N - 1), per_checkpoint=N // 40,
@@ -139,7 +139,7 @@ def test_stop_with_savepoint_then_restore_writes_each_record_once_end_to_end(spa
 
     open(tmp_path / "end", "w").close()
     again = StreamExecutionEnvironment.get_execution_environment(spark)
-    numbers_to_files(again, tmp_path, tmp_path / "out")
+    numbers_to_files(again, tmp_path, tmp_path / "out", parallelism=3)  # and rescaled
     again.execute("stopped", restore_from=url)
     assert sorted(n for (n,) in sink.read_committed()) == list(range(N)), "each record once, end to end"
     assert sorted(delta_numbers(tmp_path / "out")) == list(range(N)), "each record once in the Delta table too"
