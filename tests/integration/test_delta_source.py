@@ -1,6 +1,9 @@
 """A Delta table read as a stream on Spark, exactly once: a writer commits versions while the job runs, a map raises
-once and a worker is SIGKILLed from outside; the committed output holds every row of every version once."""
+once and a worker is SIGKILLed from outside; the committed output holds every row of every version once. Without
+a change data feed the versions are appends (read from their added files); with one, every third version deletes
+or updates rows too, and every change arrives once, as the plain-Python reference of the writes says."""
 
+import collections
 import os
 import random
 import signal
@@ -11,7 +14,7 @@ import pytest
 pytest.importorskip("deltalake")
 
 import pyarrow as pa  # noqa: E402
-from deltalake import write_deltalake  # noqa: E402
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
 from operators import FileSink  # noqa: E402
 from operators.delta.source import DeltaSource  # noqa: E402
@@ -22,38 +25,64 @@ from tests.integration.waiting import wait_for  # noqa: E402
 pytestmark = pytest.mark.delta
 
 ROWS_PER_VERSION = 100
+SNAPSHOT_ROWS = 1500
+
+
+def table_of(ids):
+    return pa.table({"id": ids, "part": [i % 3 for i in ids]})
 
 
 class VersionWriter(threading.Thread):
-    """Appends versions of ``ROWS_PER_VERSION`` rows with ids counting on; the first ``first`` at once, the rest
-    once ``go_on`` is set."""
+    """Commits versions: appends of ``ROWS_PER_VERSION`` rows with ids counting on and, with ``changes``, every third
+    version a delete or an update of earlier rows instead. The first ``first`` versions at once, the rest once
+    ``go_on`` is set. ``expected`` counts the change each version makes, as the change data feed gives it."""
 
-    def __init__(self, path, first_id, first, rest):
+    def __init__(self, path, first, rest, changes):
         super().__init__(daemon=True, name="delta-writer")
-        self.path, self.next_id, self.first, self.rest = path, first_id, first, rest
+        self.path, self.first, self.rest, self.changes = path, first, rest, changes
+        self.next_id = SNAPSHOT_ROWS
+        self.live = list(range(SNAPSHOT_ROWS))  # ids in the table now
+        self.expected = collections.Counter(("snapshot", i) for i in self.live)
         self.first_written, self.go_on = threading.Event(), threading.Event()
+        self.versions = 0
         self.error = None
 
-    def _append(self, count):
+    def _commit(self, count):
         for _ in range(count):
+            self.versions += 1
+            if self.changes and self.versions % 3 == 0:
+                victim = self.live.pop(self.versions * 7 % len(self.live))
+                if self.versions % 2:
+                    DeltaTable(self.path).delete(f"id = {victim}")
+                    self.expected[("delete", victim)] += 1
+                else:
+                    DeltaTable(self.path).update({"id": f"id + {10 ** 7}"}, predicate=f"id = {victim}")
+                    self.live.append(victim + 10 ** 7)
+                    self.expected.update([("update_preimage", victim), ("update_postimage", victim + 10 ** 7)])
+                continue
             ids = list(range(self.next_id, self.next_id + ROWS_PER_VERSION))
-            write_deltalake(self.path, pa.table({"id": ids, "part": [i % 3 for i in ids]}), mode="append")
+            write_deltalake(self.path, table_of(ids), mode="append")
             self.next_id += ROWS_PER_VERSION
+            self.live.extend(ids)
+            self.expected.update(("insert" if self.changes else "snapshot", i) for i in ids)
 
     def run(self):
         try:
-            self._append(self.first)
+            self._commit(self.first)
             self.first_written.set()
             self.go_on.wait()
-            self._append(self.rest)
+            self._commit(self.rest)
         except BaseException as exc:  # the test reports it
             self.error = exc
             self.first_written.set()
 
 
-def test_versions_committed_while_the_job_runs_arrive_once_through_an_exception_and_a_kill(env, tmp_path):
+@pytest.mark.parametrize("change_data_feed", [False, True], ids=["appends", "change-data-feed"])
+def test_versions_committed_while_the_job_runs_arrive_once_through_an_exception_and_a_kill(env, tmp_path,
+                                                                                           change_data_feed):
     path = str(tmp_path / "orders")
-    write_deltalake(path, pa.table({"id": list(range(1500)), "part": [i % 3 for i in range(1500)]}))
+    configuration = {"delta.enableChangeDataFeed": "true"} if change_data_feed else None
+    write_deltalake(path, table_of(list(range(SNAPSHOT_ROWS))), configuration=configuration)
     chaos_dir = chaos.plan(str(tmp_path / "chaos"), "raise-in-map")
     env.set_parallelism(2).enable_checkpointing(100)
     env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
@@ -62,11 +91,11 @@ def test_versions_committed_while_the_job_runs_arrive_once_through_an_exception_
     sink = FileSink(str(tmp_path / "out"), format="jsonl")
     (env.from_source(source, "orders").uid("delta")
      .map(chaos.ChaosMap(chaos_dir, "raise-in-map", "raise", random.randrange(200, 800))).uid("chaos")
-     .map(lambda row: row["id"]).uid("ids")
+     .map(lambda row: [row.get("_change_type", "snapshot"), row["id"]]).uid("changes")
      .sink_to(sink).uid("out"))
     client = env.execute_async("delta-source")
     master = client._run
-    writer = VersionWriter(path, first_id=1500, first=10, rest=10)
+    writer = VersionWriter(path, first=10, rest=10, changes=change_data_feed)
     try:
         writer.start()
         assert writer.first_written.wait(60) and writer.error is None, writer.error
@@ -78,11 +107,10 @@ def test_versions_committed_while_the_job_runs_arrive_once_through_an_exception_
         writer.go_on.set()
         writer.join(60)
         assert not writer.is_alive() and writer.error is None, writer.error
-        total = writer.next_id
+        total = sum(writer.expected.values())
         wait_for(lambda: len(sink.read_committed()) >= total and master.restarts >= 2,
-                 what="every row committed, after both failures")
+                 what="every change committed, after both failures")
     finally:
         writer.go_on.set()
         client.cancel()
-    assert chaos.remaining(chaos_dir) == []
-    assert sorted(sink.read_committed()) == list(range(total))
+    assert collections.Counter(tuple(change) for change in sink.read_committed()) == writer.expected
