@@ -6,8 +6,9 @@ version as its commit appears in ``_delta_log/``: from the change data feed when
 ``update_postimage``, and ``_commit_version``, ``_commit_timestamp``), else the rows of the files the version added
 (an append-only table; a version that removes data then fails the job with the fix, unless
 ``ignore_deletes`` / ``ignore_changes`` say what to do, as in Flink's Delta source). Versions that change no data
-(a compaction, a property or schema change) give nothing. Bounded, it ends after one version: the snapshot at
-``version_as_of`` (the latest version when the job is launched, by default), or the changes up to it.
+(a compaction, a property or schema change) give nothing. Bounded, it ends at one version: ``version_as_of``, or
+the latest version when the job is launched; it reads the snapshot at that version, or with ``starting_version``
+the changes of each version from that one up to it.
 
 Exactly once: the checkpointed state is a :class:`~operators.delta.position.DeltaPosition`, the next row to emit:
 the version, the part of that version being read (a file, in path order; or the version's change data feed, read
@@ -392,12 +393,12 @@ class _DeltaReader(SourceReader):
         source = self.source
         try:
             self.table.load_as_version(position.version)
-        except Exception as exc:
-            raise UnreadableTableError(
+        except Exception as exc:  # the store did not answer (a restart may help), or the version is gone
+            raise InputUnreachableError(
                 f"DeltaSource cannot load version {position.version} of {source.path} to read "
-                f"{position.describe()} ({type(exc).__name__}: {exc}): log retention or VACUUM removed it. Start the "
-                "job without restoring, or keep the log and files longer (delta.logRetentionDuration, "
-                "delta.deletedFileRetentionDuration).") from exc
+                f"{position.describe()} ({type(exc).__name__}: {exc}). Either the store did not answer, or log "
+                "retention removed that version: then start the job without restoring, or keep the log longer "
+                "(delta.logRetentionDuration).") from exc
         if position.snapshot:
             return self._snapshot_parts()
         with self.filesystem.open_input_stream(commit_path(position.version)) as stream:

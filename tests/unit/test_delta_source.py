@@ -206,7 +206,7 @@ def test_a_restored_position_whose_commit_is_gone_is_an_error(tmp_path):
     snapshot = DeltaSource.for_continuous(path).build().create_reader(0, 1)
     snapshot.restore_state([DeltaPosition.snapshot_of(0).advanced(1)])
     snapshot.open(None)
-    with pytest.raises(InputUnreachableError, match=r"cannot load version 0 .*the snapshot at version 0.*retention"):
+    with pytest.raises(InputUnreachableError, match=r"cannot load version 0 .*the snapshot at version 0.*log retention"):
         snapshot.poll(10)
 
 
