@@ -210,14 +210,33 @@ def test_a_restored_position_whose_commit_is_gone_is_an_error(tmp_path):
         snapshot.poll(10)
 
 
-def test_the_source_runs_as_one_subtask_whatever_the_parallelism(tmp_path):
+def test_execute_checks_the_table_before_spark_starts_and_fixes_the_versions(tmp_path, monkeypatch):
     from runtime import StreamExecutionEnvironment
 
+    class SparkStarted(Exception):
+        pass
+
+    def no_spark(slots):
+        raise SparkStarted()
+
+    monkeypatch.setattr("runtime.datastream.stream_execution_environment.obtain_spark_session", no_spark)
     path = str(tmp_path / "t")
+
+    def run(source):
+        env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(3)
+        env.from_source(source, "orders").print()
+        env.execute("delta")
+
+    with pytest.raises(InputUnreachableError, match="is not a Delta table"):
+        run(DeltaSource.for_continuous(path).build())
     write_deltalake(path, rows(0, 3))
-    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(3)
-    stream = env.from_source(DeltaSource.for_bounded(path).build(), "orders")
-    assert stream.get_name() == "orders" and DeltaSource.parallel is False
+    write_deltalake(path, rows(3, 1), mode="append")
+    bounded, continuous = DeltaSource.for_bounded(path).build(), DeltaSource.for_continuous(path).build()
+    for source in (bounded, continuous):
+        with pytest.raises(SparkStarted):
+            run(source)
+    assert (bounded.end_version, bounded.snapshot_version, continuous.end_version, continuous.snapshot_version) == (
+        1, 1, None, 1)
 
 
 def test_the_snapshot_version_is_fixed_on_the_driver_for_every_attempt(tmp_path):
