@@ -81,16 +81,17 @@ def split_by_checkpoints(buckets: dict[int, int], windows: list[tuple[float, flo
 
 
 def run_checkpoint_dip(spark, keys: int, value_bytes: int, seconds: float, rate_guess: float,
-                       parallelism: int, interval_s: float, state_backend=None) -> dict:
+                       parallelism: int, interval_s: float, state_backend=None, storage: str | None = None) -> dict:
     """One job of about ``seconds`` at ``rate_guess`` records/s; the first pass over the keys fills the state
-    and is left out of the comparison. ``state_backend``: the job's (default: the heap)."""
+    and is left out of the comparison. ``state_backend``: the job's (default: the heap); ``storage``: the checkpoint
+    storage's URL (default: a temporary local directory)."""
     records = int(seconds * rate_guess)
     env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(parallelism)
     if state_backend is not None:
         env.set_state_backend(state_backend)
     with tempfile.TemporaryDirectory(prefix="chandy-bench-dip-") as checkpoints:
         env.enable_checkpointing(interval_s * 1000)
-        env.get_checkpoint_config().set_checkpoint_storage(checkpoints)
+        env.get_checkpoint_config().set_checkpoint_storage(storage or checkpoints)
         sink = RateSink()
         (env.from_sequence(0, records - 1)
             .map(lambda x: x % keys)
