@@ -151,8 +151,10 @@ class ParquetFileWriter(FileWriter):
     """Writes batches of ``schema`` (the table's columns, partition columns included) under ``root``."""
 
     def __init__(self, root: str, schema: pa.Schema, partition_by: tuple[str, ...] = (), filesystem=None,
-                 target_file_size: int = 128 << 20, compression: str = "zstd", subtask: int = 0):
-        self.fs, self.root = (filesystem, root) if filesystem is not None else fsspec.core.url_to_fs(root)
+                 target_file_size: int = 128 << 20, compression: str = "zstd", subtask: int = 0,
+                 storage_options: dict | None = None):
+        self.fs, self.root = (filesystem, root) if filesystem is not None else fsspec.core.url_to_fs(
+            root, **(storage_options or {}))
         self.root = self.root.rstrip("/")
         self.schema = schema
         self.partition_by = tuple(partition_by)

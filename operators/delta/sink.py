@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 import pyarrow as pa
 
 from operators.committing.sink import FileWriter, GlobalCommitSink
 from operators.committing.parquet_files import ParquetFileWriter
+from operators.delta.storage import delta_storage_options, fsspec_storage_options
 from runtime.errors import ConfigurationError, OutputUnreachableError
 
 __all__ = ["DeltaSink"]
@@ -44,6 +46,15 @@ def _deltalake():
             f"The Delta Lake connector needs the deltalake package ({exc}). Fix: pip install 'chandy[delta]', on "
             "the driver and on every executor.") from exc
     return deltalake
+
+
+def _without_colours(exc: Exception) -> Exception:
+    """delta-rs colours its error chains for a terminal; in a log or a traceback the escape codes are noise."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    try:
+        return type(exc)(text)
+    except Exception:  # an exception type that takes other arguments
+        return RuntimeError(f"{type(exc).__name__}: {text}")
 
 
 def _normal(data_type: pa.DataType) -> pa.DataType:
@@ -99,11 +110,11 @@ class DeltaSink(GlobalCommitSink):
     def table(self):
         deltalake = _deltalake()
         try:
-            return deltalake.DeltaTable(self.path, storage_options=self.storage_options or None)
+            return deltalake.DeltaTable(self.path, storage_options=delta_storage_options(self.storage_options))
         except deltalake.exceptions.TableNotFoundError:
             raise
         except Exception as exc:  # network, credentials, a bucket that does not exist
-            raise OutputUnreachableError(self.path, exc) from exc
+            raise OutputUnreachableError(self.path, _without_colours(exc)) from exc
 
     def validate(self) -> None:
         """Driver, before launch: open or create the table and check that the stream's columns fit it."""
@@ -121,10 +132,10 @@ class DeltaSink(GlobalCommitSink):
                                          f"stream ({schema.names}).") from None
             try:
                 deltalake.DeltaTable.create(self.path, schema, partition_by=list(self.partition_by) or None,
-                                            storage_options=self.storage_options or None,
+                                            storage_options=delta_storage_options(self.storage_options),
                                             configuration=self.configuration)
             except Exception as exc:
-                raise OutputUnreachableError(self.path, exc) from exc
+                raise OutputUnreachableError(self.path, _without_colours(exc)) from exc
             table = self.table()
         self.table_schema = self._fit(table, schema)
 
@@ -167,7 +178,7 @@ class DeltaSink(GlobalCommitSink):
         if self.table_schema is None:  # a sink used without validate (tests): the stream's schema as it is
             self.table_schema = self.stream_schema if self.stream_schema is not None else self.schema
         return ParquetFileWriter(self.path, self.table_schema, self.partition_by, target_file_size=self.target_file_size,
-                              subtask=subtask)
+                                 subtask=subtask, storage_options=fsspec_storage_options(self.path, self.storage_options))
 
     def committed_checkpoint(self) -> int | None:
         version = self.table().transaction_version(self.app_id)

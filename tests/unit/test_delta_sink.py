@@ -1,6 +1,8 @@
 """The Delta Lake sink against real tables (deltalake): files and commits, partitions, the checks before a job starts,
 schema evolution when asked for, a commit beside another writer's, and a table that Spark's readers see."""
 
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -116,3 +118,20 @@ def test_an_aborted_writer_leaves_no_file(tmp_path):
     writer.write([_batch(["mon"], ["ada"], [1])])
     writer.abort()
     assert [p.name for p in (tmp_path / "t").iterdir()] == ["_delta_log"]
+
+
+def test_a_table_on_the_s3_server_is_written_and_committed(s3_server):
+    path = f"s3://{s3_server.bucket()}/clicks"
+    sink = _sink(path, schema=SCHEMA, partition_by=["day"])
+    sink.commit(_write(sink, _batch(["mon", "tue"], ["ada", "bob"], [1, 2])), checkpoint_id=4)
+    table = deltalake.DeltaTable(path, storage_options={"AWS_ALLOW_HTTP": "true"})
+    assert sorted(table.to_pyarrow_table()["user"].to_pylist()) == ["ada", "bob"]
+    assert sink.committed_checkpoint() == 4
+    assert any("/clicks/day=mon/part-" in key for key in s3_server.filesystem().find(path))
+
+
+def test_a_bucket_that_does_not_exist_is_named_before_the_job_starts(s3_server):
+    from runtime.errors import OutputUnreachableError
+
+    with pytest.raises(OutputUnreachableError, match=r"s3://no-such-bucket-[0-9a-f]+/clicks"):
+        _sink(f"s3://no-such-bucket-{os.urandom(4).hex()}/clicks", schema=SCHEMA)
