@@ -35,6 +35,7 @@ NO_EXAMPLES = {
     "benchmarks.spark_baseline": BENCHMARK,
     "benchmarks.throughput": BENCHMARK,
     "benchmarks.rocksdb": BENCHMARK,
+    "benchmarks.table_sinks": BENCHMARK,
     "benchmarks.metrics_overhead": BENCHMARK,
     "benchmarks.security": BENCHMARK,
     "benchmarks.snapshot": "benchmark: measures snapshot timings, which vary from run to run",

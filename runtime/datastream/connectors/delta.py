@@ -1,6 +1,8 @@
 """Delta Lake tables in and out, exactly once, on ``deltalake`` (delta-rs: no JVM; Spark reads the tables).
 
-The sink appends a stream to a table with one Delta commit per checkpoint, made idempotent by Delta's application
+The source (``DeltaSource.for_bounded(path)`` / ``for_continuous(path)``, see :mod:`operators.delta.source`) reads a
+table's snapshot, then each version as it is committed, its position (version, file, row) checkpointed. The sink
+appends a stream to a table with one Delta commit per checkpoint, made idempotent by Delta's application
 transactions (see :mod:`operators.delta.sink`). Names follow Flink's Delta connector (``DeltaSink.forRowData(path,
 conf, rowType).withPartitionColumns(...).withMergeSchema(...)``) in Python's words:
 
@@ -19,9 +21,10 @@ from __future__ import annotations
 
 from operators.committing.sink import GlobalCommitSink
 from operators.delta.sink import DeltaSink as _DeltaSink
+from operators.delta.source import DeltaSource, DeltaSourceBuilder
 from runtime.types import TypeInformation
 
-__all__ = ["DeltaSink"]
+__all__ = ["DeltaSink", "DeltaSinkBuilder", "DeltaSource", "DeltaSourceBuilder"]
 
 
 class DeltaSink(_DeltaSink):
