@@ -46,6 +46,7 @@ from typing import Callable
 
 from operators.delta.log import ReadPlan, VersionActions, commit_path, parse_commit, plan_version
 from operators.delta.position import DeltaPosition
+from operators.delta.storage import delta_storage_options
 from operators.sources import Source, SourceReader
 from runtime.errors import ConfigurationError, InputUnreachableError
 
@@ -143,7 +144,7 @@ class DeltaSource(Source):
         """delta-rs's ``DeltaTable`` at ``version`` (the latest when None), or an error naming the path and fix."""
         deltalake = _deltalake()
         try:
-            is_table = deltalake.DeltaTable.is_deltatable(self.path, self.storage_options or None)
+            is_table = deltalake.DeltaTable.is_deltatable(self.path, delta_storage_options(self.storage_options))
         except Exception as exc:  # the store refused: credentials, endpoint
             raise InputUnreachableError(f"DeltaSource cannot read {self.path}: {type(exc).__name__}: {exc}. Check "
                                         "the path and storage_options(...).") from exc
@@ -152,7 +153,7 @@ class DeltaSource(Source):
                 f"DeltaSource: {self.path} is not a Delta table (no readable _delta_log/ there). Check the path "
                 "(the table's root directory), and storage_options(...) for an object store.")
         try:
-            return deltalake.DeltaTable(self.path, version=version, storage_options=self.storage_options or None)
+            return deltalake.DeltaTable(self.path, version=version, storage_options=delta_storage_options(self.storage_options))
         except Exception as exc:
             if version is None:
                 raise InputUnreachableError(f"DeltaSource cannot load {self.path}: {type(exc).__name__}: "
@@ -332,7 +333,7 @@ class _DeltaReader(SourceReader):
 
         source = self.source
         self.table = source.open_table()
-        self.filesystem = PyFileSystem(DeltaStorageHandler(source.path, source.storage_options or None))
+        self.filesystem = PyFileSystem(DeltaStorageHandler(source.path, delta_storage_options(source.storage_options)))
         latest = self.table.version()
         if source.bounded and self.end_version is None:  # validate() did not run: the latest version now
             self.end_version = latest
