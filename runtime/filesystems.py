@@ -87,6 +87,6 @@ def failing_fast(fs):
     config["retries"] = {"max_attempts": _PROBE_ATTEMPTS, "mode": "standard"}
     config["connect_timeout"] = _PROBE_CONNECT_TIMEOUT_S
     options.update(config_kwargs=config, skip_instance_cache=True, use_listings_cache=False)
-    probe = type(fs)(**options)
+    probe = type(fs)(*fs.storage_args, **options)
     probe.retries = _PROBE_ATTEMPTS  # s3fs's own loop around botocore's, for errors it deems transient
     return probe
