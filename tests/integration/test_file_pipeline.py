@@ -65,13 +65,17 @@ def assert_exactly_once(sink, rows):
     assert leftovers == [], "no in-progress file may outlive the job"
 
 
-@pytest.mark.parametrize("where, files, lines", [("local", 8, 2500), pytest.param("s3", 4, 1500, marks=pytest.mark.s3)])
-def test_chaos_file_pipeline_is_exactly_once(env, tmp_path, request, where, files, lines):
+FAULTS = ("kill-in-map", "raise-in-map", "kill-during-upload", "raise-before-commit")
+
+
+@pytest.mark.parametrize("where, files, faults", [("local", 8, FAULTS),
+                                                  pytest.param("s3", 4, FAULTS[:1] + FAULTS[2:], marks=pytest.mark.s3)])
+def test_chaos_file_pipeline_is_exactly_once(env, tmp_path, request, where, files, faults):
     """Also with the input, the output and the checkpoints on an S3-protocol server (tests/s3_server.py); there with
-    less input, which still has every fault fire mid-stream: moto answers each request in Python."""
+    half the input and no raise in a map (what a kill there does, less the worker; each restart costs more on S3),
+    which still leaves each map fault more records after a restore than it waits for (up to 3,000 per subtask)."""
     seed = random.randrange(1 << 30)
-    rows = write_inputs(str(tmp_path / "in"), files=files, lines=lines, seed=seed)
-    faults = ("kill-in-map", "raise-in-map", "kill-during-upload", "raise-before-commit")
+    rows = write_inputs(str(tmp_path / "in"), files=files, lines=2500, seed=seed)
     chaos_dir = chaos.plan(str(tmp_path / "chaos"), *faults)
     env.set_parallelism(2).enable_checkpointing(150)
     source, out, checkpoints = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ck")

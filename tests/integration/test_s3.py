@@ -29,7 +29,9 @@ def test_a_killed_worker_and_a_server_away_for_seconds_cost_checkpoints_not_exac
                                                   "connect_timeout": 2, "read_timeout": 20})
     client = None
     try:
-        seed = random.randrange(1 << 30)
+        # A kill before 40% of the input (build() draws it from the seed) leaves most of it for after the outage,
+        # which paces on completed checkpoints: the job cannot end while S3 is away.
+        seed = random.choice([s for s in range(1000) if random.Random(s).uniform(0.2, 0.8) < 0.4])
         sink = build(env, tmp_path, 2, "kill", seed, storage=f"s3://{s3_server.bucket('outage')}/checkpoints",
                      filesystem=filesystem, n=OUTAGE_N)
         env.get_checkpoint_config().set_tolerable_checkpoint_failure_number(100)
