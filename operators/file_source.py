@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from operators.file_formats import FileRecordFormat, ParquetRecordFormat, RecordReader
 from operators.sources import Source, SourceReader
 from runtime.errors import ConfigurationError, InputUnreachableError, MalformedRecordError, storage_diagnosis
-from runtime.filesystems import failing_fast, filesystem_for
+from runtime.filesystems import failing_fast, filesystem_for, is_object_store
 from runtime.keys.stable_hash import stable_hash
 from runtime.protocol.records import TimestampedBatch
 from runtime.side_outputs import OutputTag, SideOutputRecord
@@ -121,8 +121,12 @@ class FileSource(Source):
     def validate(self) -> None:
         """Driver, before launch: the path must be listable (an empty match is fine in continuous mode)."""
         try:
-            fs, _ = filesystem_for(self.url, "FileSource path", self.storage_options)
-            files = _list_files(self.url, failing_fast(fs))  # seconds, not botocore's retry loop, before saying why
+            fs, root = filesystem_for(self.url, "FileSource path", self.storage_options)
+            fs = failing_fast(fs)  # seconds, not botocore's retry loop, before saying why
+            files = _list_files(self.url, fs)
+            bucket = root.split("/", 1)[0]
+            if not files and is_object_store(fs) and not fs.exists(bucket):  # else "no files", or a wait forever
+                raise FileNotFoundError(f"The specified bucket does not exist: {bucket}")
         except ConfigurationError:
             raise
         except Exception as exc:  # unreachable input: say so now
