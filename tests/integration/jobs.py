@@ -5,6 +5,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 
+from operators import KeyedProcessFunction, ValueStateDescriptor
+from runtime.common import Row, Types
 from runtime.tools.demo import CountPerKey, final_counts  # noqa: F401  (re-exported for the tests)
 
 TEXT = [
@@ -34,3 +36,38 @@ def reference_word_counts(lines) -> dict:
 class Reading:
     sensor: str
     value: float
+
+
+RUNNING_COUNT = Types.ROW_NAMED(["k", "n"], [Types.LONG(), Types.LONG()])
+
+
+class RunningCount(KeyedProcessFunction):
+    """Every running count of a key, as ``Row(k, n)``: the keyed reference job's output, one row per record."""
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield Row(k=value, n=n)
+
+
+def running_counts_with_faults(env, numbers, chaos_dir: str, keys: int, rng):
+    """The keyed reference job over the source ``numbers`` (keys ``n % keys``) with a map that raises once and a
+    map that SIGKILLs its worker once, each after a random number of records (faults ``raise-in-map`` and
+    ``kill-in-map`` planned in ``chaos_dir``): a stream of :data:`RUNNING_COUNT` rows."""
+    from tests.integration import chaos
+
+    return (env.from_source(numbers, "numbers").uid("numbers")
+            .map(chaos.ChaosMap(chaos_dir, "raise-in-map", "raise", rng.randrange(500, 2500))).uid("chaos-raise")
+            .map(lambda x: x % keys).uid("key")
+            .key_by(lambda k: k).process(RunningCount(), output_type=RUNNING_COUNT).uid("count")
+            .map(chaos.ChaosMap(chaos_dir, "kill-in-map", "kill", rng.randrange(500, 2500)), output_type=RUNNING_COUNT)
+            .uid("chaos-kill"))
+
+
+def reference_running_counts(records: int, keys: int) -> list[tuple[int, int]]:
+    """Every ``(k, n)`` the keyed reference job writes for ``range(records)``, sorted."""
+    per_key = collections.Counter(x % keys for x in range(records))
+    return sorted((k, n) for k, c in per_key.items() for n in range(1, c + 1))

@@ -10,9 +10,8 @@ import os
 import random
 import signal
 
-from operators import CollectSink, KeyedProcessFunction, SequenceSource, ValueStateDescriptor
+from operators import CollectSink, SequenceSource
 from runtime import RestartStrategies
-from runtime.common import Row, Types
 from runtime.datastream.connectors.jdbc import (
     JdbcConnectionOptions,
     JdbcExactlyOnceOptions,
@@ -21,20 +20,11 @@ from runtime.datastream.connectors.jdbc import (
 )
 from runtime.datastream.connectors.postgres import PostgresSource
 from tests.integration import chaos, paced
+from tests.integration.jobs import RUNNING_COUNT as COUNT
+from tests.integration.jobs import running_counts_with_faults
 from tests.integration.waiting import wait_for
 
 N, KEYS = 12_000, 41
-COUNT = Types.ROW_NAMED(["k", "n"], [Types.LONG(), Types.LONG()])
-
-
-class RunningCount(KeyedProcessFunction):
-    def open(self, runtime_context):
-        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
-
-    def process_element(self, value, ctx):
-        n = (self.count.value() or 0) + 1
-        self.count.update(n)
-        yield Row(k=value, n=n)
 
 
 def connection_options(postgres):
@@ -54,12 +44,7 @@ def test_exactly_once_and_upsert_tables_equal_the_reference_after_an_exception_a
     rng = random.Random()
     numbers = paced.PacedSource(SequenceSource(0, N - 1), per_checkpoint=600, end_when=paced.DirectoryEmpty(chaos_dir),
                                 together=str(tmp_path / "paced"))
-    counts = (env.from_source(numbers, "numbers").uid("numbers")
-              .map(chaos.ChaosMap(chaos_dir, "raise-in-map", "raise", rng.randrange(500, 2500))).uid("chaos-raise")
-              .map(lambda x: x % KEYS).uid("key")
-              .key_by(lambda k: k).process(RunningCount(), output_type=COUNT).uid("count")
-              .map(chaos.ChaosMap(chaos_dir, "kill-in-map", "kill", rng.randrange(500, 2500)), output_type=COUNT)
-              .uid("chaos-kill"))
+    counts = running_counts_with_faults(env, numbers, chaos_dir, KEYS, rng)
     options = connection_options(postgres)
     execution = JdbcExecutionOptions.builder().with_batch_size(200).with_batch_interval_ms(0).with_max_retries(0) \
         .build()

@@ -6,7 +6,6 @@ files the table has). Each table must equal the running counts computed in plain
 history must show one commit per checkpoint of the sink, in checkpoint order. One job writes both tables: one
 Spark run covers both sinks."""
 
-import collections
 import contextlib
 import os
 import random
@@ -14,28 +13,17 @@ import signal
 
 import pytest
 
-from operators import KeyedProcessFunction, SequenceSource, ValueStateDescriptor
+from operators import SequenceSource
 from runtime import RestartStrategies
-from runtime.common import Row, Types
 from runtime.datastream.connectors.delta import DeltaSink
 from runtime.datastream.connectors.iceberg import IcebergSink
 from tests.integration import chaos, paced
+from tests.integration.jobs import reference_running_counts, running_counts_with_faults
 from tests.integration.waiting import wait_for
 
 pytestmark = [pytest.mark.delta, pytest.mark.iceberg]
 
 N, KEYS = 12_000, 37
-COUNT = Types.ROW_NAMED(["k", "n"], [Types.LONG(), Types.LONG()])
-
-
-class RunningCount(KeyedProcessFunction):
-    def open(self, runtime_context):
-        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
-
-    def process_element(self, value, ctx):
-        n = (self.count.value() or 0) + 1
-        self.count.update(n)
-        yield Row(k=value, n=n)
 
 
 def _in_order_once(checkpoints: list[int]) -> bool:
@@ -56,12 +44,7 @@ def test_the_tables_equal_the_reference_after_an_exception_and_kills_around_the_
     rng = random.Random()
     numbers = paced.PacedSource(SequenceSource(0, N - 1), per_checkpoint=700, end_when=paced.DirectoryEmpty(chaos_dir),
                                 together=str(tmp_path / "paced"))
-    counts = (env.from_source(numbers, "numbers").uid("numbers")
-              .map(chaos.ChaosMap(chaos_dir, "raise-in-map", "raise", rng.randrange(500, 2500))).uid("chaos-raise")
-              .map(lambda x: x % KEYS).uid("key")
-              .key_by(lambda k: k).process(RunningCount(), output_type=COUNT).uid("count")
-              .map(chaos.ChaosMap(chaos_dir, "kill-in-map", "kill", rng.randrange(500, 2500)), output_type=COUNT)
-              .uid("chaos-kill"))
+    counts = running_counts_with_faults(env, numbers, chaos_dir, KEYS, rng)
     counts.sink_to(chaos.dying_before_commit(DeltaSink(delta_path), chaos_dir)).uid("delta")
     counts.sink_to(chaos.dying_before_commit(IcebergSink(catalog, "test.running_counts"), chaos_dir, "iceberg-")) \
         .uid("iceberg")
@@ -75,8 +58,7 @@ def test_the_tables_equal_the_reference_after_an_exception_and_kills_around_the_
     result = client.get_job_execution_result()
 
     assert chaos.remaining(chaos_dir) == [] and result.restarts >= 5, (chaos.remaining(chaos_dir), result.restarts)
-    per_key = collections.Counter(x % KEYS for x in range(N))
-    expected = sorted((k, n) for k, c in per_key.items() for n in range(1, c + 1))
+    expected = reference_running_counts(N, KEYS)
 
     delta = DeltaTable(delta_path)
     assert sorted((r["k"], r["n"]) for r in delta.to_pyarrow_table().to_pylist()) == expected, "Delta: each row once"
