@@ -180,10 +180,11 @@ NOT_RUN_HERE = {
 }
 
 
-def test_every_readme_block_runs(spark, kafka, postgres, tmp_path, monkeypatch, capsys):
+def test_every_readme_block_runs(spark, kafka, postgres, s3_server, tmp_path, monkeypatch, capsys):
     """The python blocks run in order, each printing what its comments say; then the ``chandy`` command lines.
     The Kafka block's ``localhost:9092`` is the session's broker (there, unless the port was taken); the
-    PostgreSQL block's URL, user and password are the session's server's."""
+    PostgreSQL block's URL, user and password are the session's server's; the S3 block reaches the session's S3
+    server through the environment, as a user's job would (tests/s3_server.py)."""
     from runtime.tools.cli import main as chandy
 
     monkeypatch.chdir(tmp_path)

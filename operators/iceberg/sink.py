@@ -24,6 +24,7 @@ True
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 
 import pyarrow as pa
@@ -63,7 +64,7 @@ class IcebergSink(GlobalCommitSink):
 
     def __init__(self, catalog: dict, identifier: str, schema: pa.Schema | None = None,
                  target_file_size: int = 128 << 20, name: str | None = None, catalog_name: str = "default"):
-        self.catalog_properties = dict(catalog)
+        self.catalog_properties = _absolute_local_paths(dict(catalog))
         self.catalog_name = catalog_name  # a SQL catalog keeps the tables of each catalog name apart
         self.identifier = identifier
         self.schema = schema
@@ -158,6 +159,26 @@ class IcebergSink(GlobalCommitSink):
                 log.info("%s: commit of checkpoint %s conflicted (%s), retrying", self.description, checkpoint_id, exc)
         log.info("%s: committed %d files (%d rows) of checkpoint %s", self.description, len(files),
                  sum(f.num_records for f in files), checkpoint_id)
+
+
+def _absolute_local_paths(properties: dict) -> dict:
+    """A SQLite catalog or a warehouse named by a relative path, made absolute where the job is declared: the
+    executors run in other working directories.
+
+    >>> import os
+    >>> props = _absolute_local_paths({"uri": "sqlite:///tables/c.db", "warehouse": "file://tables/w"})
+    >>> props["uri"] == "sqlite:///" + os.path.abspath("tables/c.db"), props["warehouse"].startswith("file:///")
+    (True, True)
+    """
+    uri = properties.get("uri")
+    if isinstance(uri, str) and uri.startswith("sqlite:///") and not uri[len("sqlite:///"):].startswith(("/", ":")):
+        properties["uri"] = "sqlite:///" + os.path.abspath(uri[len("sqlite:///"):])
+    warehouse = properties.get("warehouse")
+    if isinstance(warehouse, str) and warehouse.startswith("file://") and not warehouse[7:].startswith("/"):
+        properties["warehouse"] = "file://" + os.path.abspath(warehouse[7:])
+    elif isinstance(warehouse, str) and "://" not in warehouse:
+        properties["warehouse"] = "file://" + os.path.abspath(warehouse)
+    return properties
 
 
 def _same(stream_type: pa.DataType, table_type: pa.DataType) -> bool:
