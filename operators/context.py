@@ -26,6 +26,9 @@ class SubtaskInfo:
     # Processing time in epoch ms, wherever an operator or a function reads it: the wall clock in a job, the test's
     # clock in a harness (runtime.testing), so that processing-time timers and windows can be tested exactly.
     clock: Callable[[], int] = processing_time_ms
+    # The checkpoint this run restored (0: a fresh start). Its own checkpoints are numbered after it, so an id an
+    # operator records at the end of its input (the first checkpoint that can include it) comes after it too.
+    restored_checkpoint_id: int = 0
 
 
 class OperatorListState:

@@ -210,7 +210,11 @@ class SinkWriterOperator(SinkOperator):
             self._writer().restore_state(own)
 
     def open(self) -> None:
-        self._writer().open(self.runtime_context)
+        writer = self._writer()
+        continue_after = getattr(writer, "continue_after", None)
+        if callable(continue_after) and self.info.restored_checkpoint_id:
+            continue_after(self.info.restored_checkpoint_id)
+        writer.open(self.runtime_context)
 
     def snapshot_operator_state(self, checkpoint_id: int) -> dict[str, list]:
         state = super().snapshot_operator_state(checkpoint_id)

@@ -267,6 +267,11 @@ class _TransactionalWriter(SinkWriter):
             pending = tuple(self._restored(item).transaction for item in state.get(_PENDING, []))
             self.sink.recover(RecoveredState(self.run_id, pending, sequences))
 
+    def continue_after(self, restored_checkpoint_id: int) -> None:
+        """This run restored checkpoint ``restored_checkpoint_id``: its checkpoints come after it, and so does the one
+        that commits a transaction pre-committed at the end of input before any barrier of this run."""
+        self.last_checkpoint_id = max(self.last_checkpoint_id, restored_checkpoint_id)
+
     @staticmethod
     def _restored(item) -> TransactionRecord:
         if isinstance(item, TransactionRecord):

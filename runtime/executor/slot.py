@@ -31,7 +31,7 @@ from runtime.executor.restore import restore_operator
 from runtime.executor.snapshotter import Snapshotter
 from runtime.executor.subtask import OperatorError, SubtaskRunner, SubtaskStatus
 from runtime.graph.job_graph import JobGraph
-from runtime.ids import Attempt, ChainIndex, SlotIndex, SubtaskIndex
+from runtime.ids import Attempt, ChainIndex, CheckpointId, SlotIndex, SubtaskIndex
 from runtime.keys.key_groups import key_group_range
 from runtime.network.channels import Cancelled, DataServer, InputGate, LocalChannel, RemoteChannel
 from runtime.network.codec import codec_for
@@ -96,6 +96,8 @@ class SlotRunner:
 
     def _build_runners(self) -> None:
         graph = self.graph
+        restored_id = max((spec.checkpoint_id for specs in self.restore.values() for spec in specs.values()),
+                          default=0)
         for chain in graph.chains:
             if chain.parallelism <= self.slot:
                 continue
@@ -108,7 +110,7 @@ class SlotRunner:
                                                            max_batch=graph.batch_size)
             for node in chain.operators:
                 info = SubtaskInfo(node.name, self.slot, chain.parallelism, graph.max_parallelism, self.attempt,
-                                   graph.job_parameters)
+                                   graph.job_parameters, restored_checkpoint_id=restored_id)
                 backend = None
                 if getattr(node.operator, "keyed", False):
                     backend = graph.state_backend.create_keyed_state_backend(
@@ -122,6 +124,7 @@ class SlotRunner:
                     restore_operator(self.restore_storage, spec, node.operator, backend, self.slot,
                                      chain.parallelism, own.job_dir if own is not None else None)
             runner = SubtaskRunner(self, chain, gate)
+            runner.last_checkpoint_id = CheckpointId(restored_id)  # this run's checkpoints come after it
             spec = self.restore.get(chain.operators[0].uid, {}).get(self.slot)
             if spec is not None and spec.channel:  # records in flight at an unaligned checkpoint: replayed first
                 runner.replay = read_channel_state(self.restore_storage, spec, self.slot, chain.parallelism)
