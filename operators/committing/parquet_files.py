@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import math
 import posixpath
 import time
 import uuid
@@ -34,7 +35,9 @@ import pyarrow.parquet as pq
 
 from operators.committing.sink import FileWriter
 
-__all__ = ["ParquetFile", "ParquetFileWriter"]
+__all__ = ["ParquetFile", "ParquetFileWriter", "small_files_note"]
+
+SMALL_FILE_BYTES = 8 << 20
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,7 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # the Delta protocol's directory 
 class ParquetFile(NamedTuple):
     """A written, closed file: everything the commit's ``add`` action records about it."""
 
-    path: str  # relative to the table's root, URL-encoded as the Delta log keeps it
+    path: str  # relative to the table's root, partition directories URL-encoded as Delta names them
     size: int
     partition_values: tuple[tuple[str, str | None], ...]
     num_records: int
@@ -56,8 +59,10 @@ def _stat_value(value):
     """A min/max value as the Delta log's stats JSON holds it, or None for types whose stats are left out."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, (int, float)):
-        return value if value == value else None  # NaN has no order
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None  # NaN has no order; JSON has no infinities
     if isinstance(value, str):
         return value if len(value) <= 32 else None  # a truncated max would be wrong; Delta readers then read the file
     if isinstance(value, datetime.datetime):
@@ -219,3 +224,14 @@ class ParquetFileWriter(FileWriter):
             except Exception:  # the log never references it: litter for VACUUM, not wrong data
                 log.debug("could not delete %s", target.absolute, exc_info=True)
         self.open_files.clear()
+
+
+def small_files_note(files, compaction: str) -> str:
+    """The end of a commit's log line: how many of its files are small, and how the user compacts them.
+
+    >>> small_files_note([ParquetFile("a", 100, (), 1, "{}", 0)], "OPTIMIZE")
+    '; 1 files under 8 MB: compact the table now and then (OPTIMIZE)'
+    """
+    small = sum(1 for f in files if f.size < SMALL_FILE_BYTES)
+    return f"; {small} files under {SMALL_FILE_BYTES >> 20} MB: compact the table now and then ({compaction})" \
+        if small else ""

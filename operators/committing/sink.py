@@ -22,6 +22,7 @@ and :meth:`GlobalCommitSink.commit`; ``sink_to`` builds the two operators.
 ...         return max((c for c, _ in self.commits if c is not None), default=None)
 ...     def commit(self, files, checkpoint_id):
 ...         self.commits.append((checkpoint_id, files))
+...         return True
 >>> class ListWriter(FileWriter):
 ...     def __init__(self): self.rows = []
 ...     def write(self, records): self.rows.extend(records)
@@ -37,6 +38,7 @@ and :meth:`GlobalCommitSink.commit`; ``sink_to`` builds the two operators.
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -70,8 +72,10 @@ class FileWriter:
 class GlobalCommitSink(Sink):
     """Base class of sinks with one committer; see the module's documentation.
 
-    ``app_id`` names this sink in the table's commits: the job's name and the committer's uid, set on the
-    driver before launch, and kept in checkpoints so that a restored job keeps it whatever its name."""
+    ``app_id`` names this sink in the table's commits: the job's name, the committer's uid and the execution, set
+    on the driver before launch, and kept in checkpoints so that a restored job keeps it whatever its name.
+    :meth:`commit` must skip a commit whose checkpoint the table holds already for ``app_id`` (a committer of a
+    failed attempt may still be finishing one), and say so by returning False."""
 
     app_id: str | None = None
     stream_schema: pa.Schema | None = None
@@ -83,9 +87,9 @@ class GlobalCommitSink(Sink):
         """The highest checkpoint id this sink (``self.app_id``) committed to the table, None when none."""
         raise NotImplementedError
 
-    def commit(self, files: tuple, checkpoint_id: int | None) -> None:
+    def commit(self, files: tuple, checkpoint_id: int | None) -> bool:
         """Make ``files`` visible in one commit recording ``checkpoint_id`` for ``self.app_id`` (None: a job without
-        checkpoints, nothing to record)."""
+        checkpoints, nothing to record); False when the table holds ``checkpoint_id`` of this sink already."""
         raise NotImplementedError
 
     def record_schema(self, record_type) -> "pa.Schema":
@@ -107,9 +111,20 @@ class GlobalCommitSink(Sink):
         the table's in ``validate``)."""
         self.stream_schema = schema
 
+    def declare_in(self, environment_id: int) -> None:
+        """Driver, as ``sink_to`` declares the sink: one sink object serves one ``sink_to`` of a job, since its app id
+        and schema are its own."""
+        if getattr(self, "_environment_id", None) == environment_id:
+            raise ApiUsageError(f"{_describe(self)}: this sink object is written to by another sink_to() of the job "
+                                "already. Give each sink_to() its own sink object (each has its own committer and "
+                                "records its own commits), or union() the streams first.")
+        self._environment_id = environment_id
+
     def bind(self, job_name: str, uid: str) -> None:
-        """Driver, before launch: the app id this sink records in its commits."""
-        self.app_id = f"chandy:{job_name}:{uid}"
+        """Driver, before launch: the app id this sink records in its commits: the job, the committer and this
+        execution (a job started afresh must not take the commits of an earlier run of the same job for its own;
+        a restored one keeps the id of the run it restores, from the checkpoint)."""
+        self.app_id = f"chandy:{job_name}:{uid}:{uuid.uuid4().hex[:8]}"
 
     def create_writer(self, subtask_index: int, parallelism: int) -> SinkWriter:
         """The committer's writer (the sink's ``SinkWriterOperator`` is the committer)."""
@@ -194,12 +209,11 @@ def _describe(sink: GlobalCommitSink) -> str:
     return getattr(sink, "description", None) or type(sink).__name__
 
 
-_LAST = "union:last-checkpoint"
-
-
 class CommittableWriterOperator(OneInputOperator):
-    """A :class:`GlobalCommitSink`'s writer subtask. Its state is the id of the last barrier it passed, so that
-    the committable it sends at the end of input after a restore names a checkpoint after the restored one."""
+    """A :class:`GlobalCommitSink`'s writer subtask. It keeps no state: what it wrote since the last barrier is
+    handed over ahead of the next one, and what it wrote after a checkpoint is written again after a restore (the
+    files of the failed run are never committed). Its committables name the checkpoint its run restored (their
+    epoch), and the one it sends at the end of input names a checkpoint after that one."""
 
     def __init__(self, name: str, sink: GlobalCommitSink):
         super().__init__(name)
@@ -207,11 +221,8 @@ class CommittableWriterOperator(OneInputOperator):
         self.writer: FileWriter | None = None
         self.last_checkpoint_id = 0
 
-    def restore_operator_state(self, state: dict[str, list]) -> None:
-        super().restore_operator_state(state)
-        self.last_checkpoint_id = max(state.get(_LAST, []), default=0)
-
     def open(self) -> None:
+        self.last_checkpoint_id = max(self.last_checkpoint_id, self.info.restored_checkpoint_id)
         self.writer = self.files_sink.create_file_writer(self.info.subtask_index, self.info.parallelism)
 
     def process_batch(self, records: list) -> list:
@@ -221,16 +232,11 @@ class CommittableWriterOperator(OneInputOperator):
     def _committable(self, checkpoint_id: int, final: bool = False) -> list:
         info = self.info
         return [Committable(checkpoint_id, info.subtask_index, info.parallelism, tuple(self.writer.prepare_commit()),
-                            final)]
+                            final, epoch=info.restored_checkpoint_id)]
 
     def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> list:
         self.last_checkpoint_id = checkpoint_id
         return self._committable(checkpoint_id)
-
-    def snapshot_operator_state(self, checkpoint_id: int) -> dict[str, list]:
-        state = super().snapshot_operator_state(checkpoint_id)
-        state[_LAST] = [self.last_checkpoint_id]
-        return state
 
     def finish(self) -> list:
         return self._committable(self.last_checkpoint_id + 1, final=True)

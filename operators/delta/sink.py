@@ -13,7 +13,8 @@ Flink's Delta connector commits the same way (its global committer). Writers and
 True
 >>> writer = sink.create_file_writer(subtask=0, parallelism=1)
 >>> writer.write([pa.record_batch({"user": ["ada", "bob"], "n": [1, 2]})])
->>> sink.commit(writer.prepare_commit(), checkpoint_id=7)
+>>> sink.commit(writer.prepare_commit(), checkpoint_id=7), sink.commit((), checkpoint_id=7)  # again: skipped
+(True, False)
 >>> sink.committed_checkpoint(), sink.table().to_pyarrow_table().num_rows
 (7, 2)
 """
@@ -27,15 +28,13 @@ import re
 import pyarrow as pa
 
 from operators.committing.sink import FileWriter, GlobalCommitSink
-from operators.committing.parquet_files import ParquetFileWriter
+from operators.committing.parquet_files import ParquetFileWriter, small_files_note
 from operators.delta.storage import delta_storage_options, fsspec_storage_options
 from runtime.errors import ConfigurationError, OutputUnreachableError
 
 __all__ = ["DeltaSink"]
 
 log = logging.getLogger(__name__)
-
-SMALL_FILE_BYTES = 8 << 20
 
 
 def _deltalake():
@@ -184,7 +183,7 @@ class DeltaSink(GlobalCommitSink):
         version = self.table().transaction_version(self.app_id)
         return None if version is None or version < 0 else int(version)
 
-    def commit(self, files: tuple, checkpoint_id: int | None) -> None:
+    def commit(self, files: tuple, checkpoint_id: int | None) -> bool:
         deltalake = _deltalake()
         from deltalake.transaction import AddAction, CommitProperties, Transaction
 
@@ -194,6 +193,10 @@ class DeltaSink(GlobalCommitSink):
         metadata = {"chandy.app-id": self.app_id or "", "chandy.checkpoint-id": str(checkpoint_id)}
         properties = CommitProperties(custom_metadata=metadata, max_commit_retries=10, app_transactions=transactions)
         table = self.table()
+        held = table.transaction_version(self.app_id) if checkpoint_id is not None else None
+        if held is not None and held >= checkpoint_id:  # a committer of a failed attempt got there first
+            log.info("%s holds checkpoint %s of this sink already: not committed again", self.description, held)
+            return False
         try:
             table.create_write_transaction(actions, "append", pa.schema(table.schema().to_arrow()),
                                            list(self.partition_by) or None, commit_properties=properties)
@@ -203,8 +206,7 @@ class DeltaSink(GlobalCommitSink):
                                         f"commits 10 times in a row ({exc}): another job or tool changes the table "
                                         "in a way an append cannot be reconciled with (an overwrite, a schema "
                                         "change). The job restarts and commits again.")) from exc
-        small = sum(1 for f in files if f.size < SMALL_FILE_BYTES)
         log.info("%s: committed %d files (%d rows) of checkpoint %s as version %d%s", self.description, len(files),
                  sum(f.num_records for f in files), checkpoint_id, table.version(),
-                 f"; {small} files under {SMALL_FILE_BYTES >> 20} MB: compact the table now and then "
-                 "(DeltaTable(path).optimize.compact())" if small else "")
+                 small_files_note(files, "DeltaTable(path).optimize.compact()"))
+        return True

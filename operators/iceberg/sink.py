@@ -16,7 +16,8 @@ other pyiceberg knows) where one runs. Writers and committer: see :mod:`operator
 True
 >>> writer = sink.create_file_writer(subtask=0, parallelism=1)
 >>> writer.write([pa.record_batch({"id": [1, 2], "item": ["tea", "jam"]})])
->>> sink.commit(writer.prepare_commit(), checkpoint_id=4)
+>>> sink.commit(writer.prepare_commit(), checkpoint_id=4), sink.commit((), checkpoint_id=4)  # again: skipped
+(True, False)
 >>> sink.committed_checkpoint(), len(sink.table().scan().to_arrow())
 (4, 2)
 """
@@ -29,7 +30,7 @@ import posixpath
 
 import pyarrow as pa
 
-from operators.committing.parquet_files import ParquetFileWriter
+from operators.committing.parquet_files import ParquetFileWriter, small_files_note
 from operators.committing.sink import FileWriter, GlobalCommitSink
 from runtime.errors import ConfigurationError, OutputUnreachableError
 
@@ -110,6 +111,11 @@ class IcebergSink(GlobalCommitSink):
             raise ConfigurationError(f"{self.description} is partitioned ({fields}): this sink writes "
                                      "unpartitioned Iceberg tables only. Write to an unpartitioned table.")
         table_schema = table.schema().as_arrow()
+        for field in table_schema:
+            if field.name not in schema.names and not field.nullable:
+                raise ConfigurationError(
+                    f"{self.description}: the stream has no column '{field.name}', which the table requires. Add it "
+                    "to the stream before the sink.")
         for field in schema:
             if field.name not in table_schema.names:
                 raise ConfigurationError(
@@ -128,25 +134,34 @@ class IcebergSink(GlobalCommitSink):
         if self.data_location is None:
             self.validate()
         return ParquetFileWriter(self.data_location, self.table_schema, (), target_file_size=self.target_file_size,
-                                 subtask=subtask)
+                                 subtask=subtask, storage_options=_fsspec_options(self.catalog_properties))
 
     def committed_checkpoint(self) -> int | None:
-        """The newest checkpoint of this sink among the table's snapshots (Flink's max committed checkpoint id)."""
-        newest = None
-        for snapshot in self.table().snapshots():
+        """The newest checkpoint of this sink in the table's current history (Flink's max committed checkpoint id):
+        the current snapshot and its ancestors, so that a snapshot rolled back is not taken for committed."""
+        return self._committed_in(self.table())
+
+    def _committed_in(self, table) -> int | None:
+        snapshot = table.current_snapshot()
+        while snapshot is not None:
             summary = snapshot.summary
             if summary is not None and summary.get(APP_ID) == self.app_id and summary.get(CHECKPOINT_ID):
-                checkpoint_id = int(summary.get(CHECKPOINT_ID))
-                newest = checkpoint_id if newest is None else max(newest, checkpoint_id)
-        return newest
+                return int(summary.get(CHECKPOINT_ID))  # commits are in checkpoint order: the newest is the highest
+            parent = snapshot.parent_snapshot_id
+            snapshot = table.snapshot_by_id(parent) if parent is not None else None
+        return None
 
-    def commit(self, files: tuple, checkpoint_id: int | None) -> None:
+    def commit(self, files: tuple, checkpoint_id: int | None) -> bool:
         from pyiceberg.exceptions import CommitFailedException
 
         paths = [posixpath.join(self.data_location, f.path) for f in files]
         properties = {APP_ID: self.app_id or "", CHECKPOINT_ID: "" if checkpoint_id is None else str(checkpoint_id)}
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             table = self.table()  # fresh metadata: another writer may have committed since
+            held = self._committed_in(table) if checkpoint_id is not None else None
+            if held is not None and held >= checkpoint_id:  # a committer of a failed attempt got there first
+                log.info("%s holds checkpoint %s of this sink already: not committed again", self.description, held)
+                return False
             try:
                 # Duplicates are ruled out by the checkpoint ids; checking for them would read every manifest.
                 table.add_files(paths, snapshot_properties=properties, check_duplicate_files=False)
@@ -157,8 +172,30 @@ class IcebergSink(GlobalCommitSink):
                         f"the commit of checkpoint {checkpoint_id} conflicted with other writers' commits "
                         f"{COMMIT_ATTEMPTS} times in a row ({exc}). The job restarts and commits again.")) from exc
                 log.info("%s: commit of checkpoint %s conflicted (%s), retrying", self.description, checkpoint_id, exc)
-        log.info("%s: committed %d files (%d rows) of checkpoint %s", self.description, len(files),
-                 sum(f.num_records for f in files), checkpoint_id)
+        log.info("%s: committed %d files (%d rows) of checkpoint %s%s", self.description, len(files),
+                 sum(f.num_records for f in files), checkpoint_id,
+                 small_files_note(files, "Spark's rewrite_data_files procedure"))
+        return True
+
+
+_S3FS_NAMES = {"s3.endpoint": "endpoint_url", "s3.access-key-id": "key", "s3.secret-access-key": "secret",
+               "s3.session-token": "token"}
+
+
+def _fsspec_options(properties: dict) -> dict:
+    """The catalog's object-store properties under s3fs's names, for the writers' files (pyiceberg reads the same
+    properties for its own).
+
+    >>> _fsspec_options({"uri": "sqlite:///c.db", "s3.endpoint": "http://127.0.0.1:9000", "s3.region": "eu-west-1"})
+    {'endpoint_url': 'http://127.0.0.1:9000', 'client_kwargs': {'region_name': 'eu-west-1'}}
+    """
+    options: dict = {}
+    for name, value in properties.items():
+        if name in _S3FS_NAMES:
+            options[_S3FS_NAMES[name]] = value
+        elif name == "s3.region":
+            options.setdefault("client_kwargs", {})["region_name"] = value
+    return options
 
 
 def _absolute_local_paths(properties: dict) -> dict:

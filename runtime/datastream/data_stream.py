@@ -753,6 +753,7 @@ class DataStream(_Named):
         """A writer at this stream's parallelism, then one committer (see :mod:`operators.committing`). The writer
         takes Arrow batches: a stream of records becomes columnar first, with the schema the sink derives from
         the records' declared type."""
+        sink.declare_in(id(self._env))
         stream = self
         if self.get_schema() is None:
             schema = sink.record_schema(self.get_type())

@@ -98,7 +98,7 @@ def _check_sources_and_sinks(graph) -> None:
 def _warn_about_sinks_that_commit_on_checkpoints(graph) -> None:
     for node in graph.operators:
         sink = getattr(node.operator, "sink", None)
-        if isinstance(sink, TwoPhaseCommitSink) and sink.commits_on_checkpoints:
+        if isinstance(sink, GlobalCommitSink) or (isinstance(sink, TwoPhaseCommitSink) and sink.commits_on_checkpoints):
             log.warning("%s '%s' commits its output when a checkpoint completes, and checkpointing is off: its "
                         "output appears only when a bounded job ends, and never for an unbounded one. Call "
                         "env.enable_checkpointing(interval_ms) to commit as the job runs.",

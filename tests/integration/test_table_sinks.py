@@ -65,10 +65,13 @@ def test_the_tables_equal_the_reference_after_an_exception_and_kills_around_the_
     writes = [h for h in reversed(delta.history()) if h.get("operation") == "WRITE"]
     checkpoints = [int(h["chandy.checkpoint-id"]) for h in writes]
     assert _in_order_once(checkpoints), f"Delta: one commit per checkpoint, in order: {checkpoints}"
-    assert delta.transaction_version("chandy:tables-out:delta-committer") == checkpoints[-1]
+    (app,) = {h["chandy.app-id"] for h in writes}
+    assert app.startswith("chandy:tables-out:delta-committer:"), "one app id through every restore"
+    assert delta.transaction_version(app) == checkpoints[-1]
 
     iceberg = IcebergSink(catalog, "test.running_counts").table()
     rows = iceberg.scan().to_arrow()
     assert sorted(zip(rows["k"].to_pylist(), rows["n"].to_pylist())) == expected, "Iceberg: each row once"
     checkpoints = [int(s.summary["chandy.checkpoint-id"]) for s in iceberg.snapshots()]
+    assert len({s.summary["chandy.app-id"] for s in iceberg.snapshots()}) == 1
     assert _in_order_once(checkpoints), f"Iceberg: one snapshot per checkpoint, in order: {checkpoints}"

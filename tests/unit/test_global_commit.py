@@ -5,17 +5,18 @@ run the same committer against real tables in their own tests."""
 import pytest
 
 from operators.committing import Committable, CommittableCollector, FileWriter, GlobalCommitSink
-from runtime.errors import CheckpointError
+from runtime.errors import ApiUsageError, CheckpointError
 
 
 def test_a_checkpoint_waits_for_every_writer_and_later_ones_wait_for_it():
     collector = CommittableCollector()
     collector.add(Committable(1, 0, 2, ("a1",)))
     collector.add(Committable(2, 0, 2, ("a2",)))
-    collector.add(Committable(2, 1, 2, ("b2",)))
-    assert collector.take_ready(2) == (None, ()), "checkpoint 1 misses subtask 1: nothing, not even checkpoint 2"
+    assert collector.take_ready(2) == (None, ()), "subtask 1 has passed neither: nothing, not even checkpoint 2"
     collector.add(Committable(1, 1, 2, ("b1",)))  # in flight when its checkpoint completed (unaligned)
-    assert collector.take_ready(2) == (2, ("a1", "b1", "a2", "b2"))
+    assert collector.take_ready(2) == (1, ("a1", "b1")), "checkpoint 2 still waits for subtask 1"
+    collector.add(Committable(2, 1, 2, ("b2",)))
+    assert collector.take_ready(2) == (2, ("a2", "b2"))
     assert collector.take_ready(2) == (None, ())
 
 
@@ -27,6 +28,17 @@ def test_only_completed_checkpoints_are_taken():
     assert collector.newest() == 2
 
 
+def test_a_writer_that_never_saw_a_barrier_is_past_it_once_it_sends_a_later_one():
+    """An aborted checkpoint, or a barrier overtaken by a newer one: the writer's files ride in its next
+    committable, and the checkpoint it skipped must not wait for it."""
+    collector = CommittableCollector()
+    collector.add(Committable(4, 0, 2, ("a4",)))
+    collector.add(Committable(5, 1, 2, ("b4-and-b5",)))  # subtask 1 skipped barrier 4
+    assert collector.take_ready(4) == (4, ("a4",))
+    collector.add(Committable(5, 0, 2, ("a5",)))
+    assert collector.take_ready(5) == (5, ("a5", "b4-and-b5"))
+
+
 def test_a_finished_writer_is_not_waited_for_after_its_final_committable():
     collector = CommittableCollector()
     collector.add(Committable(3, 1, 2, ("last",), final=True))
@@ -35,17 +47,32 @@ def test_a_finished_writer_is_not_waited_for_after_its_final_committable():
     assert collector.take_ready(4) == (4, ("x", "last", "y"))
 
 
-def test_rescaled_writers_are_counted_by_their_own_parallelism():
-    collector = CommittableCollector.from_state([Committable(5, 0, 1, ("old",))])
-    collector.add(Committable(6, 0, 3, ("n0",)))
-    collector.add(Committable(6, 2, 3, ("n2",)))
-    assert collector.take_ready(6) == (5, ("old",))
-    collector.add(Committable(6, 1, 3, ("n1",)))
-    assert collector.take_ready(6) == (6, ("n0", "n1", "n2"))
+def test_writers_are_counted_per_epoch_so_a_rescaled_run_is_not_mistaken_for_an_old_one():
+    collector = CommittableCollector()
+    collector.add(Committable(2, 2, 3, ("old-final",), final=True, epoch=0))  # subtask 2 of 3 ended early
+    collector.add(Committable(2, 0, 3, ("a",), epoch=0))
+    collector.add(Committable(2, 1, 3, ("b",), epoch=0))
+    assert collector.take_ready(2) == (2, ("a", "b", "old-final"))
+    restored = CommittableCollector.from_state(collector.to_state())
+    restored.add(Committable(9, 0, 3, ("n0",), epoch=8))  # restored from checkpoint 8, at parallelism 3 again
+    restored.add(Committable(9, 1, 3, ("n1",), epoch=8))
+    assert restored.take_ready(9) == (None, ()), "subtask 2 of this run is alive: its committable is awaited"
+    restored.add(Committable(9, 2, 3, ("n2",), epoch=8))
+    assert restored.take_ready(9) == (9, ("n0", "n1", "n2"))
+    assert {writer[0] for writer in restored.passed} == {8}, "the old run's writers are forgotten once drained"
+
+
+def test_committables_of_an_old_epoch_wait_for_their_own_writers():
+    collector = CommittableCollector.from_state([Committable(5, 0, 2, ("old-a",), epoch=0),
+                                                 ("passed", (0, 2, 1), 4, False)])
+    collector.add(Committable(6, 0, 1, ("new",), epoch=5))
+    assert collector.take_ready(6) == (None, ()), "checkpoint 5 waits for old subtask 1 (replayed channel state)"
+    collector.add(Committable(5, 1, 2, ("old-b",), epoch=0))
+    assert collector.take_ready(6) == (6, ("old-a", "old-b", "new"))
 
 
 class ListTable(GlobalCommitSink):
-    """A table that is a list of (checkpoint id, files) commits, shared by every copy of the sink."""
+    """A table that is a list of (app id, checkpoint id, files) commits, shared by every copy of the sink."""
 
     def __init__(self, commits: list):
         self.commits = commits
@@ -54,10 +81,14 @@ class ListTable(GlobalCommitSink):
         return _ListWriter()
 
     def committed_checkpoint(self):
-        return max((c for c, _ in self.commits if c is not None), default=None)
+        return max((c for app, c, _ in self.commits if app == self.app_id and c is not None), default=None)
 
     def commit(self, files, checkpoint_id):
-        self.commits.append((checkpoint_id, files))
+        held = self.committed_checkpoint()
+        if checkpoint_id is not None and held is not None and held >= checkpoint_id:
+            return False
+        self.commits.append((self.app_id, checkpoint_id, files))
+        return True
 
 
 class _ListWriter(FileWriter):
@@ -82,18 +113,22 @@ def _committer(commits: list, state=None):
     return committer
 
 
+def _files(commits):
+    return [(checkpoint, files) for _, checkpoint, files in commits]
+
+
 def test_a_commit_repeated_after_a_restore_is_skipped_and_the_rest_is_committed():
     commits = []
     committer = _committer(commits)
     committer.write_batch([Committable(1, 0, 1, ("a",))])
     state = committer.snapshot_state(1)
     committer.notify_checkpoint_complete(1)  # committed; then the worker dies before the next checkpoint
-    assert commits == [(1, ("a",))]
+    assert _files(commits) == [(1, ("a",))]
     restored = _committer(commits, state)  # checkpoint 1 still holds "a"
-    assert commits == [(1, ("a",))], "the table holds checkpoint 1 already: not committed again"
-    restored.write_batch([Committable(2, 0, 1, ("b",))])
+    assert _files(commits) == [(1, ("a",))], "the table holds checkpoint 1 already: not committed again"
+    restored.write_batch([Committable(2, 0, 1, ("b",), epoch=1)])
     restored.notify_checkpoint_complete(2)
-    assert commits == [(1, ("a",)), (2, ("b",))]
+    assert _files(commits) == [(1, ("a",)), (2, ("b",))]
 
 
 def test_a_restore_commits_what_its_checkpoint_held_and_the_table_did_not():
@@ -102,22 +137,35 @@ def test_a_restore_commits_what_its_checkpoint_held_and_the_table_did_not():
     committer.write_batch([Committable(1, 0, 1, ("a",))])
     state = committer.snapshot_state(1)  # the worker dies before checkpoint 1's notification
     _committer(commits, state)
-    assert commits == [(1, ("a",))]
+    assert _files(commits) == [(1, ("a",))]
+
+
+def test_a_job_started_afresh_does_not_take_an_earlier_runs_commits_for_its_own():
+    commits = []
+    earlier = _committer(commits)
+    earlier.write_batch([Committable(57, 0, 1, ("old",))])
+    earlier.notify_checkpoint_complete(57)
+    fresh = _committer(commits)  # same job and uid, its checkpoint directory gone: ids start at 1 again
+    fresh.write_batch([Committable(1, 0, 1, ("new",))])
+    fresh.notify_checkpoint_complete(1)
+    assert _files(commits) == [(57, ("old",)), (1, ("new",))]
+    assert commits[0][0] != commits[1][0], "each execution records its own app id"
 
 
 def test_restoring_a_checkpoint_older_than_the_tables_newest_commit_is_refused():
-    commits = [(7, ("x",))]
+    commits = []
     committer = _committer(commits)
-    committer.write_batch([Committable(8, 0, 1, ("y",))])
+    committer.write_batch([Committable(7, 0, 1, ("x",))])
+    committer.notify_checkpoint_complete(7)
+    app = committer.sink.app_id
     with pytest.raises(CheckpointError, match=r"checkpoint 7 of this sink.*newer than checkpoint 3.*Restore "
-                                              r"checkpoint 7"):
-        _committer(commits, {"committables": [], "app": ["chandy:job:sink-committer"], "snapshot": [3]})
+                                              r"checkpoint 7.*stop the job with a savepoint"):
+        _committer(commits, {"committables": [], "app": [app], "snapshot": [3]})
 
 
 def test_the_app_id_of_a_restored_committer_is_the_checkpoints():
-    commits = []
-    committer = _committer(commits, {"committables": [], "app": ["chandy:old name:sink-committer"], "snapshot": [4]})
-    assert committer.sink.app_id == "chandy:old name:sink-committer"
+    committer = _committer([], {"committables": [], "app": ["chandy:old name:sink-committer:1a2b"], "snapshot": [4]})
+    assert committer.sink.app_id == "chandy:old name:sink-committer:1a2b"
 
 
 def test_a_job_without_checkpoints_leaves_its_files_to_the_driver():
@@ -126,4 +174,16 @@ def test_a_job_without_checkpoints_leaves_its_files_to_the_driver():
     committer.write_batch([Committable(1, 0, 2, ("a",), final=True), Committable(1, 1, 2, ("b",), final=True)])
     sink = ListTable(commits)
     assert sink.merge_results([committer.result()]) == 2
-    assert commits == [(None, ("a", "b"))]
+    assert _files(commits) == [(None, ("a", "b"))]
+
+
+def test_one_sink_object_serves_one_sink_to():
+    from runtime import StreamExecutionEnvironment
+    from runtime.common import Types
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    rows = env.from_collection([1]).map(lambda n: (n,), output_type=Types.ROW_NAMED(["n"], [Types.LONG()]))
+    sink = ListTable([])
+    rows.sink_to(sink)
+    with pytest.raises(ApiUsageError, match="written to by another sink_to"):
+        rows.sink_to(sink)

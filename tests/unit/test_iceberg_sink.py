@@ -40,7 +40,8 @@ def test_each_commit_is_one_snapshot_recording_the_sink_and_the_checkpoint(catal
     assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [1, 2, 3, 4]
     summaries = [s.summary for s in table.snapshots()]
     assert [(s["chandy.app-id"], s["chandy.checkpoint-id"]) for s in summaries] == [
-        ("chandy:job:orders-committer", "5"), ("chandy:job:orders-committer", "6")]
+        (sink.app_id, "5"), (sink.app_id, "6")]
+    assert sink.app_id.startswith("chandy:job:orders-committer:")
     assert sink.committed_checkpoint() == 6
 
 
@@ -50,6 +51,15 @@ def test_the_newest_checkpoint_is_this_sinks_among_other_writers_snapshots(catal
     other.commit(_files(other, [2]), checkpoint_id=9)
     other.table().append(pa.table({"id": [7], "item": ["by hand"]}))  # a writer that records nothing
     assert (mine.committed_checkpoint(), other.committed_checkpoint()) == (3, 9)
+
+
+def test_a_snapshot_rolled_back_is_not_taken_for_committed(catalog):
+    sink = _sink(catalog)
+    sink.commit(_files(sink, [1]), checkpoint_id=3)
+    first = sink.table().current_snapshot().snapshot_id
+    sink.commit(_files(sink, [2]), checkpoint_id=4)
+    sink.table().manage_snapshots().rollback_to_snapshot(first).commit()
+    assert sink.committed_checkpoint() == 3
 
 
 def test_a_column_of_another_type_names_the_column_and_both_types(catalog):
