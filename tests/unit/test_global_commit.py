@@ -187,3 +187,35 @@ def test_one_sink_object_serves_one_sink_to():
     rows.sink_to(sink)
     with pytest.raises(ApiUsageError, match="written to by another sink_to"):
         rows.sink_to(sink)
+
+
+def test_a_restored_writer_names_checkpoints_after_the_restored_one():
+    from operators.committing import CommittableWriterOperator
+    from operators.context import SubtaskInfo
+
+    writer = CommittableWriterOperator("writer", ListTable([]))
+    writer.setup(SubtaskInfo("writer", 1, 2, 128, 0, restored_checkpoint_id=8))
+    writer.open()
+    writer.process_batch(["row"])
+    assert writer.finish() == [Committable(9, 1, 2, ("row",), final=True, epoch=8)]
+
+
+def test_a_restored_two_phase_commit_sink_pre_commits_its_end_for_a_checkpoint_after_the_restored_one():
+    from operators.context import SubtaskInfo
+    from operators.sinks import SinkWriterOperator
+    from operators.two_phase_commit import TwoPhaseCommitSink
+
+    class Lists(TwoPhaseCommitSink):
+        def begin_transaction(self, context): return []
+        def write(self, transaction, records): transaction.extend(records)
+        def pre_commit(self, transaction): pass
+        def commit(self, transaction): pass
+        def abort(self, transaction): pass
+
+    operator = SinkWriterOperator("lists", Lists())
+    operator.setup(SubtaskInfo("lists", 0, 1, 128, 0, restored_checkpoint_id=8))
+    operator.open()
+    operator.process_batch(["row"])
+    operator.finish()
+    (record,) = operator.writer.pending
+    assert record.final and record.checkpoint_id == 9 and not record.due(8) and record.due(9)
