@@ -20,12 +20,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def pytest_collection_modifyitems(config, items):
     """Mark every test that starts Spark (the integration folder, and any test using the ``spark`` or ``env``
-    fixture): ``pytest -m "not spark"`` is the fast tier, which needs no JVM."""
+    fixture): ``pytest -m "not spark"`` is the fast tier, which needs no JVM. With pytest-xdist (``-n 2 --dist
+    loadgroup``, the README's test command) every Spark test is in one group, so one worker runs them one after
+    the other in one SparkSession while the other worker runs the rest."""
     integration = os.path.join(ROOT, "tests", "integration") + os.sep
+    grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if str(item.fspath).startswith(integration) or {"spark", "env"} & fixtures:
             item.add_marker(pytest.mark.spark)
+            if grouped:
+                item.add_marker(pytest.mark.xdist_group("spark"))
         if "kafka" in fixtures:
             item.add_marker(pytest.mark.kafka)
         if "postgres" in fixtures:

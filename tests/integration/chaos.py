@@ -94,8 +94,9 @@ class ChaosFileSink(FileSink):
         super().commit(transaction)
 
 
-class ChaosUploadFileSystem(LocalFileSystem):
-    """Checkpoint storage that SIGKILLs the writer halfway through a state file, when planned."""
+class KillsMidUpload:
+    """Mixed into an fsspec filesystem: it SIGKILLs the writer halfway through a state file, when
+    ``kill-during-upload`` is planned in ``chaos_directory``."""
 
     chaos_directory = None  # set per test; travels with the pickled filesystem instance
 
@@ -111,6 +112,10 @@ class ChaosUploadFileSystem(LocalFileSystem):
             handle.flush()
             fire("kill", "during a checkpoint upload")
         return handle
+
+
+class ChaosUploadFileSystem(KillsMidUpload, LocalFileSystem):
+    """Local checkpoint storage that SIGKILLs the writer halfway through a state file, when planned."""
 
 
 def dying_before_commit(sink, directory: str, prefix: str = ""):

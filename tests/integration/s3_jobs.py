@@ -14,22 +14,9 @@ from tests.integration import chaos
 __all__ = ["ChaosUploadS3FileSystem", "upload"]
 
 
-class ChaosUploadS3FileSystem(s3fs.S3FileSystem):
+class ChaosUploadS3FileSystem(chaos.KillsMidUpload, s3fs.S3FileSystem):
     """S3 checkpoint storage that SIGKILLs the writer halfway through a state file, when ``kill-during-upload`` is
     planned (as :class:`tests.integration.chaos.ChaosUploadFileSystem` does on a local disk)."""
-
-    def __init__(self, *args, chaos_directory=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.chaos_directory = chaos_directory
-
-    def _open(self, path, mode="rb", **kwargs):
-        handle = super()._open(path, mode, **kwargs)
-        if "w" in mode and path.endswith(".arrow") and self.chaos_directory \
-                and chaos.consume(self.chaos_directory, "kill-during-upload"):
-            handle.write(b"half a state file")
-            handle.flush()
-            chaos.fire("kill", "during a checkpoint upload")
-        return handle
 
 
 def upload(s3_server, local_directory: str, bucket: str, prefix: str) -> str:

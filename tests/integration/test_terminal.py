@@ -144,6 +144,8 @@ def test_a_terminal_shows_a_live_status_line_and_one_info_line_per_checkpoint(tm
     controller, terminal = pty.openpty()
     environment = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=ROOT)
     environment.pop("PYSPARK_GATEWAY_PORT", None)
+    for size in ("COLUMNS", "LINES"):  # the new terminal's size is its own (a test runner may set these, xdist does)
+        environment.pop(size, None)
     process = subprocess.Popen([sys.executable, "job.py", str(tmp_path / "ck")], cwd=tmp_path, env=environment,
                                stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal, start_new_session=True)
     os.close(terminal)
