@@ -301,6 +301,11 @@ class OutputUnreachableError(ChandyError):
         )
 
 
+class OutputConflictError(ChandyError):
+    """A sink's commit to a table conflicted with another writer's change that it cannot be reconciled with (a schema
+    change, an overwrite). Retryable: the job restarts and the committer commits again on the table as it is then."""
+
+
 class OutputCommitError(ChandyError):
     """A sink cannot commit output it had made durable (its files disappeared)."""
 

@@ -30,11 +30,13 @@ import pyarrow as pa
 from operators.committing.sink import FileWriter, GlobalCommitSink
 from operators.committing.parquet_files import ParquetFileWriter, small_files_note
 from operators.delta.storage import delta_storage_options, fsspec_storage_options
-from runtime.errors import ConfigurationError, OutputUnreachableError
+from runtime.errors import ConfigurationError, OutputConflictError, OutputUnreachableError
 
 __all__ = ["DeltaSink"]
 
 log = logging.getLogger(__name__)
+
+COMMIT_RETRIES = 10  # delta-rs retries a commit that lost a race to appends by others this often
 
 
 def _deltalake():
@@ -191,7 +193,8 @@ class DeltaSink(GlobalCommitSink):
                    for f in files]
         transactions = [Transaction(self.app_id, checkpoint_id)] if checkpoint_id is not None else None
         metadata = {"chandy.app-id": self.app_id or "", "chandy.checkpoint-id": str(checkpoint_id)}
-        properties = CommitProperties(custom_metadata=metadata, max_commit_retries=10, app_transactions=transactions)
+        properties = CommitProperties(custom_metadata=metadata, max_commit_retries=COMMIT_RETRIES,
+                                      app_transactions=transactions)
         table = self.table()
         held = table.transaction_version(self.app_id) if checkpoint_id is not None else None
         if held is not None and held >= checkpoint_id:  # a committer of a failed attempt got there first
@@ -201,11 +204,11 @@ class DeltaSink(GlobalCommitSink):
             table.create_write_transaction(actions, "append", pa.schema(table.schema().to_arrow()),
                                            list(self.partition_by) or None, commit_properties=properties)
         except deltalake.exceptions.CommitFailedError as exc:
-            raise OutputUnreachableError(
-                self.path, RuntimeError(f"the commit of checkpoint {checkpoint_id} conflicted with another writer's "
-                                        f"commits 10 times in a row ({exc}): another job or tool changes the table "
-                                        "in a way an append cannot be reconciled with (an overwrite, a schema "
-                                        "change). The job restarts and commits again.")) from exc
+            raise OutputConflictError(
+                f"{self.description}: the commit of checkpoint {checkpoint_id} conflicts with another writer's commit "
+                f"({exc}). Appends by others are reconciled (retried up to {COMMIT_RETRIES} times); this change was "
+                "not: another job or tool changed the table's schema or overwrote it. The job restarts and commits "
+                "again on the table as it is then.") from exc
         log.info("%s: committed %d files (%d rows) of checkpoint %s as version %d%s", self.description, len(files),
                  sum(f.num_records for f in files), checkpoint_id, table.version(),
                  small_files_note(files, "DeltaTable(path).optimize.compact()"))

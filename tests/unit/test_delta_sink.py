@@ -135,3 +135,23 @@ def test_a_bucket_that_does_not_exist_is_named_before_the_job_starts(s3_server):
 
     with pytest.raises(OutputUnreachableError, match=r"s3://no-such-bucket-[0-9a-f]+/clicks"):
         _sink(f"s3://no-such-bucket-{os.urandom(4).hex()}/clicks", schema=SCHEMA)
+
+
+def test_a_commit_that_conflicts_with_another_writers_schema_change_fails_clearly_and_loses_nothing(tmp_path):
+    from runtime.errors import OutputConflictError
+
+    sink = _sink(tmp_path / "t", schema=SCHEMA)
+    files = _write(sink, _batch(["mon"], ["ada"], [1]))
+    loaded = sink.table
+
+    def loaded_before_another_writer_changed_the_schema():
+        table = loaded()
+        deltalake.DeltaTable(str(tmp_path / "t")).alter.add_columns([deltalake.Field("note", "string")])
+        return table
+
+    sink.table = loaded_before_another_writer_changed_the_schema
+    with pytest.raises(OutputConflictError, match=r"checkpoint 1 conflicts with another writer's commit.*schema"):
+        sink.commit(files, 1)
+    sink.table = loaded
+    assert sink.commit(files, 1), "the restarted committer commits the same files on the table as it is"
+    assert deltalake.DeltaTable(str(tmp_path / "t")).to_pyarrow_table()["user"].to_pylist() == ["ada"]
