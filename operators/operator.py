@@ -26,6 +26,9 @@ class StreamOperator:
     # here, except the final one at the end of input.
     generates_watermarks = False
     has_processing_timers = False  # the subtask asks next_processing_time() and calls on_processing_time()
+    # Emits about as many records as it takes in. A sink's writer that emits a few records per checkpoint says
+    # False: the small batches its consumer asks for (buffer debloating) must not shrink what its source reads.
+    output_follows_input = True
     watermark = MIN_WATERMARK  # the operator's input watermark, set by process_watermark
 
     def __init__(self, name: str, function: Any = None):

@@ -215,6 +215,8 @@ class CommittableWriterOperator(OneInputOperator):
     files of the failed run are never committed). Its committables name the checkpoint its run restored (their
     epoch), and the one it sends at the end of input names a checkpoint after that one."""
 
+    output_follows_input = False  # one committable per barrier, whatever it wrote
+
     def __init__(self, name: str, sink: GlobalCommitSink):
         super().__init__(name)
         self.files_sink = sink  # not ``sink``: the job graph takes an operator with a ``sink`` for the sink itself

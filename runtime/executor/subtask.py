@@ -284,6 +284,7 @@ class SubtaskRunner:
         next_flush = time.monotonic() + timeout
         triggers, notifications = self.triggers, self.notifications
         poll_size = min(self.batch_size, 64)  # grows to batch_size within a few iterations if the chain is fast
+        output_follows_input = all(operator.output_follows_input for operator in self.operators)
         columnar = self.chain.is_columnar_source
         interval = self.watermark_interval
         next_watermarks = time.monotonic() + interval if interval is not None else float("inf")
@@ -310,7 +311,8 @@ class SubtaskRunner:
                 next_watermarks = started + interval
             if timer_operators:  # chained operators' due timers (an async operator's finished calls)
                 self._fire_processing_timers(started)
-            capacity = writer.batch_capacity()  # the consumers' debloated batches: no emit that waits long
+            # the consumers' debloated batches: no emit that waits long (unless the chain's output is not its input)
+            capacity = writer.batch_capacity() if output_follows_input else None
             if capacity is not None and poll_size > capacity:
                 poll_size = max(1, capacity)
             batch = self._call(0, "poll", poll_size)
