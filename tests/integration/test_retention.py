@@ -30,9 +30,11 @@ def test_delete_on_cancellation_deletes_this_runs_checkpoints_when_cancelled_and
     assert kept, "a finished job keeps its checkpoints"
     client = job(spark, tmp_path, ExternalizedCheckpointCleanup.DELETE_ON_CANCELLATION, held=True) \
         .execute_async("retention", restore_from="latest")
-    wait_for(lambda: max(storage.checkpoint_ids()) > kept[-1] + 1, what="checkpoints of the second run")
+    # retention while it runs deletes the older ones of the first run, as for any checkpoint it supersedes, once a
+    # checkpoint of its own completes (a newer directory alone may belong to one still pending)
+    wait_for(lambda: max(storage.checkpoint_ids()) > kept[-1] + 1 and min(storage.checkpoint_ids()) == kept[-1],
+             what="checkpoints of the second run, and retention of the first run's older ones")
     client.cancel()
-    # retention while it ran deleted the older ones of the first run, as for any checkpoint it supersedes
     assert storage.checkpoint_ids() == [kept[-1]], "the cancelled run's checkpoints went; the one it restored stays"
 
 
