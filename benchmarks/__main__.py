@@ -120,6 +120,22 @@ def results_ok(results: list[dict]) -> bool:
     return all(row["exact"] if row["measured"] else not row["variant"].startswith("chandy-") for row in results)
 
 
+def report_header(name: str, quick: bool, steadiness: list[dict]) -> dict:
+    """The fields every benchmark's report opens with: what ran, on which machine, when, and how steady the machine
+    was between ``steadiness``'s first and last samples (``cpu_steadiness()`` before and after the runs)."""
+    from benchmarks.machine import describe_machine
+
+    return {"benchmark": name, "quick": quick, "machine": describe_machine(),
+            "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "cpu_steadiness": {"before": steadiness[0], "after": steadiness[-1],
+                               "verdict": steadiness_verdict(steadiness)}}
+
+
+def describe_run(report: dict) -> str:
+    """The line a benchmark prints first: the machine and its steadiness."""
+    return f"machine: {report['machine']}; steadiness: {report['cpu_steadiness']['verdict']}"
+
+
 def steadiness_verdict(samples: list[dict]) -> str:
     """Whether a fixed loop took about as long before the run as after it, i.e. whether rates measured in
     between can be compared with each other."""

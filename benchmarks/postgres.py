@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime
 import io
 import os
 import statistics
@@ -115,8 +114,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import ratio, start_spark, steadiness_verdict, write_report
-    from benchmarks.machine import cpu_steadiness, describe_machine
+    from benchmarks.__main__ import describe_run, ratio, report_header, start_spark, write_report
+    from benchmarks.machine import cpu_steadiness
     from benchmarks.spark_baseline import run_jvm_groupby_count
     from tests.postgres_server import start_server
 
@@ -141,9 +140,7 @@ def main(argv=None) -> int:
     steadiness.append(cpu_steadiness())
     medians = {mode: statistics.median(r["records_per_s"] for r in rows) for mode, rows in runs.items()}
     report = {
-        "benchmark": "postgres", "quick": args.quick, "machine": describe_machine(),
-        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "cpu_steadiness": {"before": steadiness[0], "after": steadiness[1], "verdict": steadiness_verdict(steadiness)},
+        **report_header("postgres", args.quick, steadiness),
         "records": records, "keys": args.keys, "parallelism": args.parallelism, "repeats": repeats,
         "server": "CHANDY_TEST_POSTGRES" if os.environ.get("CHANDY_TEST_POSTGRES") else "private PostgreSQL cluster",
         "copy_limit_rows_per_s": limit, "runs": runs, "median_records_per_s": medians,
@@ -151,7 +148,7 @@ def main(argv=None) -> int:
         "spark_sss_jvm": jvm, "over_sss_jvm": {m: ratio(medians[m], jvm["records_per_s"]) for m in MODES},
         "exact": all(r["exact"] for rows in runs.values() for r in rows),
     }
-    print(f"machine: {report['machine']}; steadiness: {report['cpu_steadiness']['verdict']}")
+    print(describe_run(report))
     print(f"COPY limit {limit:,} rows/s; SSS JVM count {jvm['records_per_s'] or 0:,}/s")
     for mode in MODES:
         print(f"{mode:14}: runs {[r['records_per_s'] for r in runs[mode]]}/s, median {medians[mode]:,.0f}/s = "

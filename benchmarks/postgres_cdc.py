@@ -20,7 +20,6 @@ once (the probe's count equals the changes committed).
 from __future__ import annotations
 
 import argparse
-import datetime
 import math
 import os
 import statistics
@@ -157,8 +156,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import ratio, start_spark, steadiness_verdict, write_report
-    from benchmarks.machine import cpu_steadiness, describe_machine
+    from benchmarks.__main__ import describe_run, ratio, report_header, start_spark, write_report
+    from benchmarks.machine import cpu_steadiness
     from benchmarks.spark_baseline import run_jvm_groupby_count
     from tests.postgres_server import start_server
 
@@ -179,14 +178,12 @@ def main(argv=None) -> int:
     rate = statistics.median(r["changes_per_s"] or 0 for r in runs)
     limit = statistics.median(r["server_decoding_per_s"] for r in runs)
     report = {
-        "benchmark": "postgres_cdc", "quick": args.quick, "machine": describe_machine(),
-        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "cpu_steadiness": {"before": steadiness[0], "after": steadiness[1], "verdict": steadiness_verdict(steadiness)},
+        **report_header("postgres_cdc", args.quick, steadiness),
         "runs": runs, "median_changes_per_s": rate, "median_server_decoding_per_s": limit,
         "over_server_decoding": ratio(rate, limit), "spark_sss_jvm": jvm,
         "over_sss_jvm": ratio(rate, jvm["records_per_s"]), "exact": all(r["exact"] for r in runs),
     }
-    print(f"machine: {report['machine']}; steadiness: {report['cpu_steadiness']['verdict']}")
+    print(describe_run(report))
     print(f"server decoding {limit:,.0f} changes/s; SSS JVM count {jvm['records_per_s'] or 0:,}/s")
     print(f"CDC: runs {[r['changes_per_s'] for r in runs]} changes/s, median {rate:,.0f}/s = "
           f"{report['over_server_decoding'] or 0:.2f}x the server's decoding, {report['over_sss_jvm'] or 0:.2f}x SSS "

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime
 import os
 import statistics
 import tempfile
@@ -103,8 +102,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import ratio, start_spark, steadiness_verdict, write_report
-    from benchmarks.machine import cpu_steadiness, describe_machine
+    from benchmarks.__main__ import describe_run, ratio, report_header, start_spark, write_report
+    from benchmarks.machine import cpu_steadiness
     from benchmarks.spark_baseline import run_jvm_groupby_count
 
     records = args.records or (20_000 if args.quick else 1_000_000)
@@ -127,16 +126,14 @@ def main(argv=None) -> int:
     steadiness.append(cpu_steadiness())
     medians = {mode: statistics.median(r["records_per_s"] for r in rows) for mode, rows in runs.items()}
     report = {
-        "benchmark": "table_sinks", "quick": args.quick, "machine": describe_machine(),
-        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "cpu_steadiness": {"before": steadiness[0], "after": steadiness[1], "verdict": steadiness_verdict(steadiness)},
+        **report_header("table_sinks", args.quick, steadiness),
         "records": records, "keys": args.keys, "parallelism": args.parallelism, "repeats": repeats,
         "write_deltalake_limit_rows_per_s": limit, "runs": runs, "median_records_per_s": medians,
         "over_write_limit": {m: ratio(medians[m], limit) for m in MODES},
         "spark_sss_jvm": jvm, "over_sss_jvm": {m: ratio(medians[m], jvm["records_per_s"]) for m in MODES},
         "exact": all(r["exact"] for rows in runs.values() for r in rows),
     }
-    print(f"machine: {report['machine']}; steadiness: {report['cpu_steadiness']['verdict']}")
+    print(describe_run(report))
     print(f"write_deltalake limit {limit:,} rows/s; SSS JVM count {jvm['records_per_s'] or 0:,}/s")
     for mode in MODES:
         print(f"{mode:15}: runs {[r['records_per_s'] for r in runs[mode]]}/s, median {medians[mode]:,.0f}/s = "
