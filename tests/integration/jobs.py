@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import random
 
 from operators import KeyedProcessFunction, ValueStateDescriptor
 from runtime.common import Row, Types
@@ -51,6 +52,26 @@ class RunningCount(KeyedProcessFunction):
         n = (self.count.value() or 0) + 1
         self.count.update(n)
         yield Row(k=value, n=n)
+
+
+def faulty_running_counts(env, tmp_path, faults: tuple, records: int, keys: int, per_checkpoint: int,
+                          spare_restarts: int = 2):
+    """The whole setup of an exactly-once test: ``faults`` planned in ``tmp_path/chaos``, checkpoints every 100 ms at
+    parallelism 2, a restart for every fault and ``spare_restarts`` more, and :func:`running_counts_with_faults` over
+    ``records`` numbers paced ``per_checkpoint`` at a time until every fault fired. Returns ``(counts, chaos_dir,
+    rng)``."""
+    from operators import SequenceSource
+    from runtime import RestartStrategies
+    from tests.integration import chaos, paced
+
+    chaos_dir = chaos.plan(str(tmp_path / "chaos"), *faults)
+    env.set_parallelism(2).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(len(faults) + spare_restarts, 0))
+    rng = random.Random()
+    numbers = paced.PacedSource(SequenceSource(0, records - 1), per_checkpoint=per_checkpoint,
+                                end_when=paced.DirectoryEmpty(chaos_dir), together=str(tmp_path / "paced"))
+    return running_counts_with_faults(env, numbers, chaos_dir, keys, rng), chaos_dir, rng
 
 
 def running_counts_with_faults(env, numbers, chaos_dir: str, keys: int, rng):

@@ -10,7 +10,7 @@ import os
 import random
 import signal
 
-from operators import CollectSink, SequenceSource
+from operators import CollectSink
 from runtime import RestartStrategies
 from runtime.datastream.connectors.jdbc import (
     JdbcConnectionOptions,
@@ -21,7 +21,7 @@ from runtime.datastream.connectors.jdbc import (
 from runtime.datastream.connectors.postgres import PostgresSource
 from tests.integration import chaos, paced
 from tests.integration.jobs import RUNNING_COUNT as COUNT
-from tests.integration.jobs import running_counts_with_faults
+from tests.integration.jobs import faulty_running_counts
 from tests.integration.waiting import wait_for
 
 N, KEYS = 12_000, 41
@@ -37,14 +37,8 @@ def test_exactly_once_and_upsert_tables_equal_the_reference_after_an_exception_a
     running = postgres.table("running_counts", "k bigint NOT NULL, n bigint NOT NULL")
     latest = postgres.table("latest_counts", "k bigint PRIMARY KEY, n bigint NOT NULL")
     faults = ("raise-in-map", "kill-in-map", "kill-before-commit")
-    chaos_dir = chaos.plan(str(tmp_path / "chaos"), *faults)
-    env.set_parallelism(2).enable_checkpointing(100)
-    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(len(faults) + 2, 0))
-    rng = random.Random()
-    numbers = paced.PacedSource(SequenceSource(0, N - 1), per_checkpoint=600, end_when=paced.DirectoryEmpty(chaos_dir),
-                                together=str(tmp_path / "paced"))
-    counts = running_counts_with_faults(env, numbers, chaos_dir, KEYS, rng)
+    counts, chaos_dir, rng = faulty_running_counts(env, tmp_path, faults, N, KEYS, per_checkpoint=600,
+                                                   spare_restarts=2)
     options = connection_options(postgres)
     execution = JdbcExecutionOptions.builder().with_batch_size(200).with_batch_interval_ms(0).with_max_retries(0) \
         .build()

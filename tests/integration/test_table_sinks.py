@@ -8,17 +8,14 @@ Spark run covers both sinks."""
 
 import contextlib
 import os
-import random
 import signal
 
 import pytest
 
-from operators import SequenceSource
-from runtime import RestartStrategies
 from runtime.datastream.connectors.delta import DeltaSink
 from runtime.datastream.connectors.iceberg import IcebergSink
-from tests.integration import chaos, paced
-from tests.integration.jobs import reference_running_counts, running_counts_with_faults
+from tests.integration import chaos
+from tests.integration.jobs import reference_running_counts, faulty_running_counts
 from tests.integration.waiting import wait_for
 
 pytestmark = [pytest.mark.delta, pytest.mark.iceberg]
@@ -37,14 +34,8 @@ def test_the_tables_equal_the_reference_after_an_exception_and_kills_around_the_
     catalog = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": f"file://{tmp_path}/warehouse"}
     faults = ("raise-in-map", "kill-in-map", "kill-before-commit", "kill-after-commit", "iceberg-kill-before-commit",
               "iceberg-kill-after-commit")
-    chaos_dir = chaos.plan(str(tmp_path / "chaos"), *faults)
-    env.set_parallelism(2).enable_checkpointing(100)
-    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(len(faults) + 3, 0))
-    rng = random.Random()
-    numbers = paced.PacedSource(SequenceSource(0, N - 1), per_checkpoint=700, end_when=paced.DirectoryEmpty(chaos_dir),
-                                together=str(tmp_path / "paced"))
-    counts = running_counts_with_faults(env, numbers, chaos_dir, KEYS, rng)
+    counts, chaos_dir, rng = faulty_running_counts(env, tmp_path, faults, N, KEYS, per_checkpoint=700,
+                                                   spare_restarts=3)
     counts.sink_to(chaos.dying_before_commit(DeltaSink(delta_path), chaos_dir)).uid("delta")
     counts.sink_to(chaos.dying_before_commit(IcebergSink(catalog, "test.running_counts"), chaos_dir, "iceberg-")) \
         .uid("iceberg")
