@@ -67,6 +67,7 @@ from runtime.errors import ApiUsageError, ConfigurationError
 from runtime.graph.job_graph import BROADCAST, FORWARD, REBALANCE, RESCALE, SHUFFLE
 from runtime.graph.job_graph import Partitioner as EdgePartitioner
 from runtime.graph.transformation import Transformation
+from runtime.keys.key_groups import UPPER_BOUND_MAX_PARALLELISM
 from runtime.side_outputs import OutputTag
 from runtime.types import TypeInformation
 
@@ -147,8 +148,6 @@ class _Named:
         >>> env.get_job_graph("job").max_parallelism
         64
         """
-        from runtime.datastream.stream_execution_environment import UPPER_BOUND_MAX_PARALLELISM
-
         value = positive_int(max_parallelism, "max parallelism")
         if value > UPPER_BOUND_MAX_PARALLELISM:
             raise ConfigurationError(f"max parallelism must be at most {UPPER_BOUND_MAX_PARALLELISM}, got {value}")
