@@ -223,8 +223,8 @@ class SlotRunner:
                     if self.snapshotter is not None:
                         self.snapshotter.abort(message.checkpoint_id)
                     for runner in self.runners:  # an unaligned snapshot may still be recording records in flight
-                        if runner.unaligned and runner.gate is not None and runner.status is SubtaskStatus.RUNNING:
-                            runner.aborted.append(message.checkpoint_id)
+                        if runner.unaligned and runner.barriers is not None and runner.status is SubtaskStatus.RUNNING:
+                            runner.barriers.abort_later(message.checkpoint_id)
                 elif isinstance(message, NotifyCheckpointComplete):
                     for runner in self.runners:  # finished ones too: they wait for a checkpoint with their end
                         runner.notifications.append(message.checkpoint_id)

@@ -1,8 +1,9 @@
 """One chain subtask: the thread that pulls its input, runs its operators back to back, and writes output.
 
-A source chain polls its source; any other chain polls its input gate. Checkpoint barriers are aligned here
-(:mod:`runtime.executor.aligner`) and the synchronous part of a snapshot is taken here, on this thread,
-between two batches; the asynchronous part goes to the slot's :class:`~runtime.executor.snapshotter.Snapshotter`.
+A source chain polls its source; any other chain polls its input gate and hands the checkpoint barriers to its
+:class:`~runtime.executor.barrier_handler.BarrierHandler`, which says when to snapshot. The synchronous part of a
+snapshot is taken here, on this thread, between two batches; the asynchronous part goes to the slot's
+:class:`~runtime.executor.snapshotter.Snapshotter`.
 
 Time is handled here too, on the same thread, between batches: the input watermark (the minimum over the
 input channels, :mod:`runtime.executor.watermarks`) goes through the chain's operators in order, each firing
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 from operators.failed_records import process_isolating_failures
 from operators.timers import processing_time_ms
 from runtime.errors import FunctionContractError, KeySelectorError, RecordEncodingError, UnsupportedKeyError
-from runtime.executor.aligner import Alignment, BarrierAligner
+from runtime.executor.barrier_handler import BarrierHandler
 from runtime.executor.channel_state import ChannelState
 from runtime.executor.failing_record import failing_record_repr
 from runtime.executor.snapshotter import OperatorSnapshot, SubtaskSnapshot
@@ -46,7 +47,7 @@ from runtime.protocol.events import (
     WatermarkStatus,
 )
 from runtime.protocol.messages import FailurePhase, SubtaskFinished
-from runtime.protocol.records import TimestampedBatch, count_records
+from runtime.protocol.records import TimestampedBatch, count_records, slice_batch
 
 if TYPE_CHECKING:
     from runtime.executor.slot import SlotRunner
@@ -69,13 +70,6 @@ class OperatorError(Exception):
         self.cause = cause
         self.phase = phase
         self.record = failing_record_repr(cause) if phase is FailurePhase.RUN else None  # the input that raised
-
-
-def _slice(batch: list, start: int, end: int) -> list:
-    """``batch[start:end]``, keeping the timestamps of a timestamped batch."""
-    if type(batch) is TimestampedBatch:
-        return TimestampedBatch.of(batch[start:end], batch.timestamps[start:end])
-    return batch[start:end]
 
 
 class SubtaskStatus(Enum):
@@ -112,23 +106,17 @@ class SubtaskRunner:
         # The job stops with a savepoint without draining (stop_with_savepoint): this subtask's input stopped
         # rather than ended, so its operators are not finished and no end-of-input watermark fires timers.
         self.stopping = False
-        self.barrier = CheckpointBarrier(0)  # the first barrier of the checkpoint being aligned, and when it came
-        self.barrier_arrived_ms = 0.0
         checkpointing = slot.graph.checkpointing
-        self.aligner = None
-        if gate is not None and checkpointing is not None:
-            self.aligner = BarrierAligner(len(gate), checkpointing.exactly_once)
         # Unaligned checkpoints: sends never wait (overdraft), so the subtask waits for its outputs before it
-        # takes more input, and takes barriers that overtook its input meanwhile. A snapshot taken unaligned waits
-        # here until the records in flight before every channel's barrier are recorded, then goes to the
-        # snapshotter. With an aligned timeout, checkpoints start aligned and switch when a barrier is late.
+        # takes more input, and hands its barrier handler the barriers that overtook its input meanwhile.
         self.unaligned = checkpointing is not None and checkpointing.unaligned
         self.aligned_timeout_ms = checkpointing.aligned_timeout_ms if self.unaligned else 0.0
-        self.pending_unaligned: SubtaskSnapshot | None = None
-        self.unaligned_started = 0.0
+        self.barriers: BarrierHandler | None = None
+        if gate is not None and checkpointing is not None:
+            self.barriers = BarrierHandler(gate, self, checkpointing.exactly_once, self.unaligned,
+                                           self.aligned_timeout_ms, self._channel_state, chain.describe())
         self.input_edges = {edge.id: edge for edge in chain.inputs}
         self.replay: list = []  # (input number, batch): channel state of the checkpoint restored, pushed first
-        self.aborted: deque = deque()  # checkpoint ids the coordinator aborted, appended by the control thread
         self.record_cost_s = [0.0, 0.0]  # seconds per record of input 1 and 2 through the chain, smoothed (slicing)
         self.watermarks = InputWatermarks(len(gate)) if gate is not None else None
         self.sent_idle = False  # whether this subtask told its consumers that it is idle
@@ -347,7 +335,7 @@ class SubtaskRunner:
         interval = self.watermark_interval
         next_watermarks = now + interval if interval is not None else float("inf")
         notifications = self.notifications
-        aligner = self.aligner
+        barriers = self.barriers
         watermarks = self.watermarks
         timer_operators = self.timer_operators
         second_input = self.second_input
@@ -360,7 +348,7 @@ class SubtaskRunner:
             if timer_operators:
                 wake = min(wake, self._fire_processing_timers(now))
             if unaligned:
-                wake = min(wake, self._tend_unaligned())
+                wake = min(wake, barriers.tend())
                 if not writer.available():
                     self._await_output()
             item = gate.poll(max(0.0005, wake - time.monotonic()))
@@ -380,7 +368,7 @@ class SubtaskRunner:
                         self._advance_watermark(advanced, 0)
                     self._forward_idleness()
                 elif kind is CheckpointBarrier:
-                    self._on_barrier(channel, payload)
+                    barriers.on_barrier(channel, payload)
                 elif kind is WatermarkStatus:
                     if payload.idle:
                         advanced = watermarks.on_idle(channel)
@@ -391,9 +379,8 @@ class SubtaskRunner:
                     self._forward_idleness()
                 elif kind is EndOfInput:
                     open_channels -= 1
-                    if aligner is not None:
-                        pending = aligner.current
-                        self._on_alignment(aligner.on_end_of_input(channel), channel, pending)
+                    if barriers is not None:
+                        barriers.on_end_of_input(channel)
                     if payload.stopped:  # its watermark holds: a stopped input has not ended
                         self.stopping = True
                     else:
@@ -407,8 +394,8 @@ class SubtaskRunner:
             if now >= next_flush:
                 writer.flush()
                 next_flush = now + timeout
-        if self.pending_unaligned is not None:  # every channel ended: its records in flight are all recorded
-            self._submit_recorded()
+        if barriers is not None:
+            barriers.finish()
 
     def _replay_channel_state(self) -> None:
         """Push the records that were in flight at the unaligned checkpoint restored, before any new input.
@@ -442,12 +429,12 @@ class SubtaskRunner:
         while start < total:
             if start:
                 if gate.has_priority():
-                    self._on_barrier(*gate.poll_priority(), leftover=(channel, batch, start))
+                    self.barriers.on_barrier(*gate.poll_priority(), leftover=(channel, batch, start))
                     continue
-                self._tend_unaligned((channel, batch, start))
+                self.barriers.tend((channel, batch, start))
             cost = self.record_cost_s[second]
             size = max(1, int(self.SLICE_S / cost)) if cost else self.FIRST_SLICE
-            piece = batch if start == 0 and size >= total else _slice(batch, start, start + size)
+            piece = batch if start == 0 and size >= total else slice_batch(batch, start, start + size)
             started = time.monotonic()
             if second:
                 self._push_second(piece)
@@ -457,120 +444,9 @@ class SubtaskRunner:
             self.record_cost_s[second] = per_record if not cost else 0.8 * cost + 0.2 * per_record
             start += len(piece)
 
-    def _tend_unaligned(self, leftover: tuple[int, list, int] | None = None) -> float:
-        """What an unaligned subtask does between two batches, two slices, or two waits for output room: forget
-        a snapshot whose checkpoint was aborted, submit one whose records in flight are all recorded, switch
-        after the aligned timeout. Returns when (monotonic s) the timeout is next due."""
-        if self.aborted:
-            self._drop_aborted()
-        if self.pending_unaligned is not None:
-            self._submit_recorded()
-        return self._check_alignment_timeout(leftover) if self.aligned_timeout_ms else float("inf")
-
-    def _drop_aborted(self) -> None:
-        """Forget an unaligned snapshot still recording whose checkpoint the coordinator aborted."""
-        aborted = set()
-        while self.aborted:
-            aborted.add(self.aborted.popleft())
-        snapshot = self.pending_unaligned
-        if snapshot is not None and snapshot.checkpoint_id in aborted:
-            self._discard(snapshot)
-            self.pending_unaligned = None
-            self.gate.stop_recording()
-
-    @staticmethod
-    def _discard(snapshot: SubtaskSnapshot) -> None:
-        for operator in snapshot.operators:
-            if operator.keyed is not None:
-                operator.keyed.discard()
-
-    def _note_first_barrier(self, barrier: CheckpointBarrier) -> None:
-        """The first barrier of its checkpoint here: when it came says how long it waited in queues on the way."""
-        aligner = self.aligner
-        if barrier.checkpoint_id != aligner.current and barrier.checkpoint_id > aligner.last_completed:
-            self.barrier = barrier
-            self.barrier_arrived_ms = time.time() * 1000.0
-
-    def _on_barrier(self, channel: int, barrier: CheckpointBarrier,
-                    leftover: tuple[int, list, int] | None = None) -> None:
-        """``leftover``: ``(channel, batch, start)``, a batch taken from the gate whose records from ``start`` on
-        are not processed yet (see :meth:`_push_in_slices`)."""
-        aligner = self.aligner
-        checkpoint_id = barrier.checkpoint_id
-        self._note_first_barrier(barrier)
-        if self.unaligned and barrier.savepoint is None and (barrier.unaligned or self._alignment_timed_out(barrier)):
-            if checkpoint_id > aligner.last_completed and (aligner.current is None or checkpoint_id >= aligner.current):
-                # polled in order: nothing of this channel is in flight before it
-                self._checkpoint_unaligned(checkpoint_id, None if barrier.unaligned else channel, leftover)
-            return
-        self._on_alignment(aligner.on_barrier(channel, checkpoint_id, barrier.savepoint), channel, checkpoint_id)
-
-    def _alignment_timed_out(self, barrier: CheckpointBarrier) -> bool:
-        return time.time() * 1000.0 - barrier.timestamp_ms >= self.aligned_timeout_ms
-
-    def _check_alignment_timeout(self, leftover: tuple[int, list, int] | None = None) -> float:
-        """Switch to unaligned if the newest barrier that reached the gate (queued, or being aligned) was
-        triggered longer ago than the aligned timeout; else return when (monotonic s) it will have been."""
-        barrier = self.gate.announced
-        if barrier is None or barrier.savepoint is not None or barrier.checkpoint_id <= self.aligner.last_completed:
-            return float("inf")
-        remaining_ms = barrier.timestamp_ms + self.aligned_timeout_ms - time.time() * 1000.0
-        if remaining_ms > 0:
-            return time.monotonic() + remaining_ms / 1000.0
-        self._note_first_barrier(barrier)
-        self._checkpoint_unaligned(barrier.checkpoint_id, None, leftover)
-        return float("inf")
-
-    def _checkpoint_unaligned(self, checkpoint_id: CheckpointId, polled: int | None,
-                              leftover: tuple[int, list, int] | None = None) -> None:
-        """Snapshot now, ahead of the records in flight: forward the barrier as a priority event and record, as
-        channel state, what each channel carries before its barrier. Nothing is left on the channels that
-        delivered their barrier while aligning, nor on ``polled`` (whose barrier was just taken in order), nor on
-        ended ones; ``leftover``: records taken from a channel and not processed yet."""
-        aligner = self.aligner
-        done = set(aligner.seen) if aligner.current == checkpoint_id else set()
-        done |= aligner.ended
-        if polled is not None:
-            done.add(polled)
-        aligner.take_unaligned(checkpoint_id)
-        self.gate.unblock_all()
-        if self.pending_unaligned is not None:
-            self._submit_recorded()
-        superseded = self.pending_unaligned
-        if superseded is not None:  # still recording one the coordinator gave up (it lets one run at a time)
-            log.info("checkpoint %d of %s superseded by %d before its records in flight were recorded",
-                     superseded.checkpoint_id, self.chain.describe(), checkpoint_id)
-            self._discard(superseded)
-            self.pending_unaligned = None
-        if leftover is not None:
-            channel, batch, start = leftover
-            leftover = (channel, _slice(batch, start, len(batch)))
-        recorder = self.gate.record_in_flight(checkpoint_id, done, leftover)
-        barrier = self.barrier
-        delay = self.barrier_arrived_ms - barrier.timestamp_ms if barrier.timestamp_ms else 0.0
-        self.last_checkpoint_id = checkpoint_id
-        self._emit_pre_barrier(checkpoint_id)
-        self.writer.flush()  # never waits (overdraft): the consumers record it as in flight
-        with gc_paused():
-            snapshot = self._snapshot(checkpoint_id, 0.0)
-            snapshot.unaligned = True
-            snapshot.start_delay_ms = max(0.0, delay)
-            self.writer.broadcast_event(CheckpointBarrier(checkpoint_id, None, barrier.timestamp_ms, unaligned=True))
-        snapshot.operators[0].channel_state = ChannelState(recorder, self.gate.channels, self.input_edges,
-                                                           self.slot.graph.max_parallelism, self.chain.describe())
-        self.pending_unaligned = snapshot
-        self.unaligned_started = time.monotonic()
-        self._submit_recorded()
-
-    def _submit_recorded(self) -> None:
-        """Hand the pending unaligned snapshot to the snapshotter once every channel's barrier was put."""
-        snapshot = self.pending_unaligned
-        if not snapshot.operators[0].channel_state.recorder.complete:
-            return
-        self.pending_unaligned = None
-        self.gate.stop_recording()
-        snapshot.alignment_ms = (time.monotonic() - self.unaligned_started) * 1000.0
-        self.slot.snapshotter.submit(snapshot)
+    def _channel_state(self, recorder) -> ChannelState:
+        return ChannelState(recorder, self.gate.channels, self.input_edges, self.slot.graph.max_parallelism,
+                            self.chain.describe())
 
     def _await_output(self) -> None:
         """Wait until every output channel can take a batch, taking meanwhile what must not wait behind
@@ -595,9 +471,9 @@ class SubtaskRunner:
             else:
                 item = gate.poll_priority()
                 if item is not None:
-                    self._on_barrier(*item)
+                    self.barriers.on_barrier(*item)
                     continue
-                self._tend_unaligned()
+                self.barriers.tend()
             writer.wait_available(0.01)
 
     # -- time -------------------------------------------------------------------------------------------
@@ -650,24 +526,19 @@ class SubtaskRunner:
             wake = min(wake, now + (due - now_ms) / 1000.0)
         return wake
 
-    def _on_alignment(self, decision: Alignment, channel: int, checkpoint_id: CheckpointId | None) -> None:
-        if decision is Alignment.BLOCK:
-            if self.aligner.should_block(channel):
-                self.gate.block(channel)
-        elif decision is Alignment.COMPLETE:
-            barrier = self.barrier
-            delay = self.barrier_arrived_ms - barrier.timestamp_ms if barrier.timestamp_ms else 0.0
-            self._checkpoint(checkpoint_id, self.aligner.alignment_ms, self.aligner.savepoint, barrier.timestamp_ms,
-                             delay)
-            self.gate.unblock_all()
-
     def _checkpoint(self, checkpoint_id: CheckpointId, alignment_ms: float, savepoint: str | None = None,
-                    triggered_at_ms: int = 0, start_delay_ms: float | None = None) -> None:
+                    triggered_at_ms: int = 0) -> None:
+        """A source's checkpoint, triggered by the coordinator."""
+        start_delay_ms = time.time() * 1000.0 - triggered_at_ms if triggered_at_ms else 0.0
+        self.snapshot_aligned(checkpoint_id, alignment_ms, savepoint, triggered_at_ms, start_delay_ms)
+
+    # -- what the barrier handler asks (runtime.executor.barrier_handler.CheckpointActions) -------------------
+
+    def snapshot_aligned(self, checkpoint_id: CheckpointId, alignment_ms: float, savepoint: str | None,
+                         triggered_at_ms: int, start_delay_ms: float) -> None:
         """The synchronous part: flush, freeze every operator's state, forward the barrier. ``savepoint``: the
         directory of the savepoint this checkpoint is. ``start_delay_ms``: from the trigger to the first
-        barrier here (None at a source: until now)."""
-        if start_delay_ms is None:
-            start_delay_ms = time.time() * 1000.0 - triggered_at_ms if triggered_at_ms else 0.0
+        barrier here."""
         self.last_checkpoint_id = checkpoint_id
         unaligned = self.unaligned and not self.aligned_timeout_ms and savepoint is None  # a source's, then
         self._emit_pre_barrier(checkpoint_id)
@@ -678,6 +549,23 @@ class SubtaskRunner:
             snapshot.start_delay_ms = max(0.0, start_delay_ms)
             snapshot.unaligned = unaligned
             self.writer.broadcast_event(CheckpointBarrier(checkpoint_id, savepoint, triggered_at_ms, unaligned))
+        self.submit_snapshot(snapshot)
+
+    def snapshot_unaligned(self, checkpoint_id: CheckpointId, triggered_at_ms: int,
+                           start_delay_ms: float) -> SubtaskSnapshot:
+        """The synchronous part ahead of the records in flight: the barrier overtakes the output, which never
+        waits (overdraft), and the consumers record what it overtook."""
+        self.last_checkpoint_id = checkpoint_id
+        self._emit_pre_barrier(checkpoint_id)
+        self.writer.flush()
+        with gc_paused():
+            snapshot = self._snapshot(checkpoint_id, 0.0)
+            snapshot.unaligned = True
+            snapshot.start_delay_ms = start_delay_ms
+            self.writer.broadcast_event(CheckpointBarrier(checkpoint_id, None, triggered_at_ms, unaligned=True))
+        return snapshot
+
+    def submit_snapshot(self, snapshot: SubtaskSnapshot) -> None:
         self.slot.snapshotter.submit(snapshot)
 
     def _emit_pre_barrier(self, checkpoint_id: CheckpointId) -> None:

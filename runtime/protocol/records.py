@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pyarrow import RecordBatch
 
-__all__ = ["TimestampedBatch", "SplitBatch", "timestamps_of", "count_records"]
+__all__ = ["TimestampedBatch", "SplitBatch", "timestamps_of", "count_records", "slice_batch"]
 
 
 class TimestampedBatch(list):
@@ -94,6 +94,17 @@ def timestamps_of(batch: list) -> list | None:
     (True, [5])
     """
     return batch.timestamps if type(batch) is TimestampedBatch or type(batch) is SplitBatch else None
+
+
+def slice_batch(batch: list, start: int, end: int) -> list:
+    """``batch[start:end]``, keeping the timestamps of a timestamped batch.
+
+    >>> slice_batch(TimestampedBatch.of(["a", "b", "c"], [1, 2, 3]), 1, 3).timestamps, slice_batch([1, 2, 3], 0, 1)
+    ([2, 3], [1])
+    """
+    if type(batch) is TimestampedBatch:
+        return TimestampedBatch.of(batch[start:end], batch.timestamps[start:end])
+    return batch[start:end]
 
 
 def count_records(batch) -> int:
