@@ -8,10 +8,11 @@ only when a wait happens. The driver turns two reports into rates (:mod:`runtime
 
 >>> from types import SimpleNamespace as Fake
 >>> from runtime.network.wait_timer import WaitTimer
->>> source = Fake(gate=None, writer=None, source_idle_s=0.25, output_waits=WaitTimer(), record_counts=[0, 10, 10],
-...               chain=Fake(index=0), slot=Fake(slot=1), status=Fake(name="RUNNING"), watermark=None,
+>>> from runtime.executor.counters import SubtaskCounters
+>>> counters = SubtaskCounters([0, 10, 10], source_idle_s=0.25)
+>>> source = Fake(gate=None, writer=None, counters=counters, chain=Fake(index=0), status=Fake(name="RUNNING"),
 ...               operators=[object(), object()], backends=[None, None])
->>> metrics = subtask_metrics(source)
+>>> metrics = subtask_metrics(source, slot=1)
 >>> metrics.records, metrics.idle_s, metrics.state
 ((0, 10, 10), 0.25, (None, None))
 """
@@ -20,24 +21,22 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Iterable
 
+from runtime.executor.subtask import SubtaskRunner
+from runtime.ids import Attempt, SlotIndex
 from runtime.protocol.messages import MetricsReport, SubtaskMetrics
-
-if TYPE_CHECKING:
-    from runtime.executor.slot import SlotRunner
-    from runtime.executor.subtask import SubtaskRunner
 
 __all__ = ["subtask_metrics", "metrics_report"]
 
 log = logging.getLogger(__name__)
 
 
-def subtask_metrics(runner: "SubtaskRunner") -> SubtaskMetrics:
-    """The counters of one chain subtask now."""
-    gate, writer = runner.gate, runner.writer
+def subtask_metrics(runner: SubtaskRunner, slot: SlotIndex) -> SubtaskMetrics:
+    """The counters of one chain subtask (of slot ``slot``) now."""
+    gate, writer, counters = runner.gate, runner.writer, runner.counters
     inputs: tuple = ()
-    idle_s = runner.source_idle_s
+    idle_s = counters.source_idle_s
     input_usage = 0.0
     if gate is not None:
         idle_s += gate.idle.seconds()
@@ -46,7 +45,7 @@ def subtask_metrics(runner: "SubtaskRunner") -> SubtaskMetrics:
                        for i, (edge_id, producer) in enumerate(gate.channels))
     outputs = []
     output_usage = 0.0
-    backpressured_s = runner.output_waits.seconds()  # a wait going on counts: a long stall shows while it lasts
+    backpressured_s = counters.output_waits.seconds()  # a wait going on counts: a long stall shows while it lasts
     if writer is not None:
         for edge_writer in writer.edges:
             for target, channel in zip(edge_writer.targets, edge_writer.channels):
@@ -57,9 +56,9 @@ def subtask_metrics(runner: "SubtaskRunner") -> SubtaskMetrics:
                                 round(blocked, 4)))
     operators = runner.operators
     return SubtaskMetrics(
-        runner.chain.index, runner.slot.slot, runner.status.name, tuple(runner.record_counts), round(idle_s, 4),
+        runner.chain.index, slot, runner.status.name, tuple(counters.records), round(idle_s, 4),
         round(backpressured_s, 4), round(input_usage, 3), round(output_usage, 3), inputs, tuple(outputs),
-        runner.watermark, tuple(getattr(op, "late_records_dropped", 0) for op in operators),
+        counters.watermark, tuple(getattr(op, "late_records_dropped", 0) for op in operators),
         tuple(_state_size(backend) for backend in runner.backends), tuple(_connector(op) for op in operators))
 
 
@@ -86,7 +85,7 @@ def _state_size(backend) -> tuple[int, int | None] | None:
         return None
 
 
-def metrics_report(slot: "SlotRunner") -> MetricsReport:
-    """The report of every subtask of ``slot`` (those that were built)."""
-    return MetricsReport(slot.attempt, slot.slot, time.monotonic(),
-                         tuple(subtask_metrics(runner) for runner in slot.runners if runner.writer is not None))
+def metrics_report(attempt: Attempt, slot: SlotIndex, runners: Iterable[SubtaskRunner]) -> MetricsReport:
+    """The report of the subtasks ``runners`` of slot ``slot`` (those whose outputs were built)."""
+    return MetricsReport(attempt, slot, time.monotonic(),
+                         tuple(subtask_metrics(runner, slot) for runner in runners if runner.writer is not None))

@@ -251,7 +251,7 @@ class SlotRunner:
             return
         self._reporter.join(JOIN_TIMEOUT_S)
         try:
-            report = metrics_report(self)
+            report = metrics_report(self.attempt, self.slot, self.runners)
         except Exception:  # the slot finished its work: a bug in a report must not fail it now
             log.exception("the final metrics of slot %d could not be gathered", self.slot)
             return
@@ -262,7 +262,7 @@ class SlotRunner:
         interval = self.graph.metrics_interval_ms / 1000.0
         while not self.stopped.wait(interval):
             try:
-                report = metrics_report(self)
+                report = metrics_report(self.attempt, self.slot, self.runners)
             except Exception:  # a bug in a report must not fail the job: no metrics, said once
                 log.exception("metrics of slot %d could not be gathered; no more reports from it", self.slot)
                 return

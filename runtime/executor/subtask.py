@@ -20,14 +20,15 @@ import time
 import uuid
 from collections import deque
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from operators.failed_records import process_isolating_failures
 from operators.timers import processing_time_ms
 from runtime.errors import FunctionContractError, KeySelectorError, RecordEncodingError, UnsupportedKeyError
 from runtime.executor.barrier_handler import BarrierHandler
 from runtime.executor.channel_state import ChannelState
+from runtime.executor.counters import SubtaskCounters
 from runtime.executor.failing_record import failing_record_repr
+from runtime.executor.slot_services import SlotServices
 from runtime.executor.snapshotter import OperatorSnapshot, SubtaskSnapshot
 from runtime.executor.watermarks import InputWatermarks
 from runtime.gc_pause import gc_paused
@@ -36,7 +37,6 @@ from runtime.ids import CheckpointId
 from runtime.network.channels import Cancelled, InputGate
 from runtime.network.codec import RecordCodec
 from runtime.network.record_writer import RecordWriter
-from runtime.network.wait_timer import WaitTimer
 from runtime.protocol.events import (
     END_OF_INPUT,
     END_OF_INPUT_STOPPED,
@@ -48,9 +48,6 @@ from runtime.protocol.events import (
 )
 from runtime.protocol.messages import FailurePhase, SubtaskFinished
 from runtime.protocol.records import TimestampedBatch, count_records, slice_batch
-
-if TYPE_CHECKING:
-    from runtime.executor.slot import SlotRunner
 
 __all__ = ["SubtaskRunner", "SubtaskStatus", "OperatorError"]
 
@@ -80,7 +77,7 @@ class SubtaskStatus(Enum):
 class SubtaskRunner:
     """One chain subtask: pulls input from its gate (or its source), runs its operators, writes output."""
 
-    def __init__(self, slot: "SlotRunner", chain: Chain, gate: InputGate | None):
+    def __init__(self, slot: SlotServices, chain: Chain, gate: InputGate | None):
         self.slot = slot
         self.chain = chain
         self.gate = gate
@@ -133,14 +130,8 @@ class SubtaskRunner:
         if gate is not None and any(edge.input_number == 2 for edge in chain.inputs):
             number_of = {edge.id: edge.input_number for edge in chain.inputs}
             self.second_input = [number_of[edge_id] == 2 for edge_id, _ in gate.channels]
-        # Metrics (runtime.executor.metrics), written by this subtask's thread only: records into each operator
-        # and, last, out of the chain; seconds a source's polls found nothing, seconds spent waiting for room
-        # in the outputs (unaligned checkpoints), and the newest watermark the chain saw.
-        self.record_counts = [0] * (len(self.operators) + 1)
-        self._counts = self.record_counts if slot.graph.metrics_interval_ms > 0 else None  # metrics off: not counted
-        self.source_idle_s = 0.0
-        self.output_waits = WaitTimer()
-        self.watermark: int | None = None
+        self.counters = SubtaskCounters.for_chain(len(self.operators))
+        self._counts = self.counters.records if slot.graph.metrics_interval_ms > 0 else None  # metrics off: not counted
 
     def _call(self, index: int, method: str, *args):
         try:
@@ -312,7 +303,7 @@ class SubtaskRunner:
                 self._push(batch, 1)
             now = time.monotonic()
             if not batch:
-                self.source_idle_s += now - started
+                self.counters.source_idle_s += now - started
             if batch:  # adapt the poll size to the chain's speed: slow operators get small batches
                 elapsed = now - started
                 if elapsed > self.SOURCE_ITERATION_S and poll_size > 1:
@@ -452,11 +443,11 @@ class SubtaskRunner:
         """Wait until every output channel can take a batch, taking meanwhile what must not wait behind
         backpressure: barriers that overtook the input, checkpoint triggers (a source), the aligned timeout."""
         writer, gate, stopped = self.writer, self.gate, self.slot.stopped
-        self.output_waits.start()
+        self.counters.output_waits.start()
         try:
             self._await_output_until_available(writer, gate, stopped)
         finally:
-            self.output_waits.stop()
+            self.counters.output_waits.stop()
 
     def _await_output_until_available(self, writer: RecordWriter, gate: InputGate | None, stopped) -> None:
         while not writer.available():
@@ -482,7 +473,7 @@ class SubtaskRunner:
         """Hand ``watermark`` to the operators from ``start`` on, each emitting what its timers fire before the
         next sees it, then to the output channels. An operator that makes watermarks stops all but the last."""
         operators = self.operators
-        self.watermark = watermark
+        self.counters.watermark = watermark
         for i in range(start, len(operators)):
             if operators[i].generates_watermarks and watermark != MAX_WATERMARK:
                 return
