@@ -12,10 +12,9 @@ window carry its ``max_timestamp()`` as their timestamp.
 Panes, trigger state and timers are keyed state (namespaced by window), so windows are checkpointed,
 restored and moved with their key groups like any other state.
 
-Tumbling and sliding event-time windows with ``reduce`` or ``aggregate`` and the default trigger take a
-batch path when no record of a batch is behind the watermark: each pane the batch touches is read once, its
-records folded into it in their order, and written once. It gives the same state as record by record (the
-same calls in the same order): nothing fires or is late while such a batch is added.
+Tumbling and sliding event-time windows with ``reduce`` or ``aggregate`` and the default trigger take
+batch paths with fewer state accesses and the same results (:mod:`operators.window.aligned`). State that a
+trigger or a process window function keeps per window is :mod:`operators.window.window_state`.
 
 >>> from operators.context import SubtaskInfo
 >>> from operators.window.assigners import TumblingEventTimeWindows
@@ -34,14 +33,14 @@ same calls in the same order): nothing fires or is late while such a batch is ad
 
 from __future__ import annotations
 
-import heapq
 import logging
 from typing import Any, Callable
 
 from operators.functions import Function
 from operators.operator import OneInputOperator
 from operators.timers import EVENT_TIMERS, PROCESSING_TIMERS, TimerQueue
-from operators.window.assigners import MergingWindowAssigner, SlidingEventTimeWindows, TumblingEventTimeWindows
+from operators.window.aligned import AlignedWindowPaths
+from operators.window.assigners import MergingWindowAssigner
 from operators.window.evictors import Evictor, TimestampedValue
 from operators.window.functions import (
     AllWindowFunction,
@@ -50,28 +49,19 @@ from operators.window.functions import (
     WindowFunction,
 )
 from operators.window.merging import MergingWindowSet
-from operators.window.triggers import EventTimeTrigger, Trigger
-from operators.window.windows import TimeWindow
+from operators.window.triggers import Trigger
+from operators.window.window_state import InWindowState, WindowStateStore, in_window_state
 from runtime.errors import FunctionContractError, StateUsageError
-from runtime.keys.canonical import canonical_keys
 from runtime.protocol.events import MAX_WATERMARK
 from runtime.protocol.records import TimestampedBatch
 from runtime.side_outputs import OutputTag, SideOutputRecord
-from state_backends.descriptors import (
-    AggregatingStateDescriptor,
-    ListStateDescriptor,
-    MapStateDescriptor,
-    ReducingStateDescriptor,
-    ValueStateDescriptor,
-)
+from state_backends.descriptors import MapStateDescriptor, ValueStateDescriptor
 
 __all__ = ["WindowOperator", "Reduce", "Aggregate", "Elements"]
 
 log = logging.getLogger(__name__)
 
 _CONTENTS = "window/contents"
-_ALIGNED = "window/aligned/"  # + "<start>/<end>": one value state per window (see _aligned_batch)
-_MISSING = object()
 _MERGING = "window/merging-windows"
 
 
@@ -181,111 +171,6 @@ class _Emitted:
         return TimestampedBatch.of(self.records, self.timestamps) if self.records else []
 
 
-# -- state scoped to the current key and a window --------------------------------------------------------
-
-class _InWindow:
-    """A state handle scoped to the backend's current key and the window ``scope.window`` (a namespace)."""
-
-    def __init__(self, backend, name: str, descriptor, scope):
-        windows = MapStateDescriptor(name)
-        if descriptor.has_ttl:  # each (key, window) entry expires whole
-            windows.enable_time_to_live(descriptor.ttl_config)
-        self._map = backend.get_state(windows)
-        self._descriptor = descriptor
-        self._scope = scope
-
-    def _get(self):
-        return self._map.get(self._scope.window)
-
-    def _set(self, value) -> None:
-        if value is None:
-            self._map.remove(self._scope.window)
-        else:
-            self._map.put(self._scope.window, value)
-
-    def clear(self) -> None:
-        self._map.remove(self._scope.window)
-
-    def merge_into(self, target, sources) -> None:
-        """Fold the values of windows ``sources`` into window ``target`` (session windows merged)."""
-        merged = self._map.get(target)
-        for window in sources:
-            value = self._map.get(window)
-            if value is None or window == target:
-                continue
-            self._map.remove(window)
-            merged = value if merged is None else self._merge(merged, value)
-        if merged is not None:
-            self._map.put(target, merged)
-
-    def _merge(self, a, b):
-        raise StateUsageError(f"State '{self._descriptor.name}' is value state, which cannot be merged when session "
-                              "windows merge: use reducing, aggregating or list state in a merging trigger.")
-
-
-class _ValueInWindow(_InWindow):
-    def value(self):
-        return self._get()
-
-    def update(self, value) -> None:
-        self._set(value)
-
-
-class _ListInWindow(_InWindow):
-    def get(self):
-        return list(self._get() or ())
-
-    def add(self, value) -> None:
-        self._set((self._get() or []) + [value])
-
-    def add_all(self, values) -> None:
-        self._set((self._get() or []) + list(values))
-
-    def update(self, values) -> None:
-        self._set(list(values) or None)
-
-    def _merge(self, a, b):
-        return a + b
-
-
-class _ReducingInWindow(_InWindow):
-    def get(self):
-        return self._get()
-
-    def add(self, value) -> None:
-        current = self._get()
-        self._set(value if current is None else self._descriptor.reduce_function(current, value))
-
-    def _merge(self, a, b):
-        return self._descriptor.reduce_function(a, b)
-
-
-class _AggregatingInWindow(_InWindow):
-    def get(self):
-        accumulator = self._get()
-        return None if accumulator is None else self._descriptor.agg_function.get_result(accumulator)
-
-    def add(self, value) -> None:
-        function = self._descriptor.agg_function
-        accumulator = self._get()
-        self._set(function.add(value, function.create_accumulator() if accumulator is None else accumulator))
-
-    def _merge(self, a, b):
-        return self._descriptor.agg_function.merge(a, b)
-
-
-_IN_WINDOW = {ValueStateDescriptor: _ValueInWindow, ListStateDescriptor: _ListInWindow,
-              ReducingStateDescriptor: _ReducingInWindow, AggregatingStateDescriptor: _AggregatingInWindow}
-
-
-def _in_window(backend, prefix: str, descriptor, scope) -> _InWindow:
-    state_class = _IN_WINDOW.get(type(descriptor))
-    if state_class is None:
-        raise StateUsageError(f"Per-window state '{descriptor.name}': {type(descriptor).__name__} is not supported "
-                              "here; use value, list, reducing or aggregating state.")
-    return state_class(backend, f"{prefix}{descriptor.name}", descriptor, scope)
-
-
 # -- the contexts handed to triggers and window functions ----------------------------------------------------
 
 class _TriggerContext(Trigger.OnMergeContext):
@@ -295,7 +180,7 @@ class _TriggerContext(Trigger.OnMergeContext):
         self.op = operator
         self.window = None
         self.merged_windows: list = []
-        self._states: dict[str, _InWindow] = {}
+        self._states: dict[str, InWindowState] = {}
 
     def get_current_processing_time(self) -> int:
         return self.op.info.clock()
@@ -318,8 +203,8 @@ class _TriggerContext(Trigger.OnMergeContext):
     def get_partitioned_state(self, state_descriptor):
         state = self._states.get(state_descriptor.name)
         if state is None:
-            state = self._states[state_descriptor.name] = _in_window(self.op.backend, "window/trigger/",
-                                                                     state_descriptor, self)
+            state = self._states[state_descriptor.name] = in_window_state(self.op.backend, "window/trigger/",
+                                                                          state_descriptor, self)
         return state
 
     def merge_partitioned_state(self, state_descriptor) -> None:
@@ -333,7 +218,7 @@ class _ProcessContext(ProcessWindowFunction.Context, ProcessAllWindowFunction.Co
         self.op = operator
         self.window_ = None
         self.emitted: _Emitted | None = None
-        self._window_states: dict[str, _InWindow] = {}
+        self._window_states: dict[str, InWindowState] = {}
 
     def window(self):
         return self.window_
@@ -345,7 +230,7 @@ class _ProcessContext(ProcessWindowFunction.Context, ProcessAllWindowFunction.Co
         return self.op.watermark
 
     def window_state(self):
-        return _WindowStateStore(self)
+        return WindowStateStore(self.op.backend, self._window_states, _Scope(self))
 
     def global_state(self):
         return self.op.runtime_context
@@ -355,24 +240,9 @@ class _ProcessContext(ProcessWindowFunction.Context, ProcessAllWindowFunction.Co
         self.emitted.timestamps.append(self.window_.max_timestamp())
 
 
-class _WindowStateStore:
-    """``context.window_state()``: keyed state of the current key in the current window."""
-
-    def __init__(self, context: _ProcessContext):
-        self._context = context
-
-    def get_state(self, state_descriptor):
-        states = self._context._window_states
-        state = states.get(state_descriptor.name)
-        if state is None:
-            state = states[state_descriptor.name] = _in_window(self._context.op.backend, "window/user/",
-                                                               state_descriptor, _Scope(self._context))
-        return state
-
-    get_list_state = get_reducing_state = get_aggregating_state = get_state
-
-
 class _Scope:
+    """The window of a process context as the ``scope.window`` of its per-window state."""
+
     def __init__(self, context: _ProcessContext):
         self._context = context
 
@@ -405,7 +275,7 @@ class _EvictorContext(Evictor.EvictorContext):
 
 # -- the operator ------------------------------------------------------------------------------------------
 
-class WindowOperator(OneInputOperator):
+class WindowOperator(AlignedWindowPaths, OneInputOperator):
     """Windows of a keyed stream: ``contents`` says what a pane holds (:class:`Reduce`, :class:`Aggregate`,
     :class:`Elements`), ``window_function`` how a fired pane becomes records; ``pre`` maps each record
     before it enters a pane (None: as is)."""
@@ -451,20 +321,11 @@ class WindowOperator(OneInputOperator):
         self.assigner_context = _AssignerContext(self)
         self.evictor_context = _EvictorContext(self)
         self.call = _window_call(self.window_function)
-        # The batch path: Flink's results, fewer state accesses (see the module docstring).
-        assigner = self.assigner
-        self.batch_path = (type(self.trigger) is EventTimeTrigger and self.evictor is None and self.contents.incremental
-                           and type(assigner) in (TumblingEventTimeWindows, SlidingEventTimeWindows))
+        # The batch paths: Flink's results, fewer state accesses (see operators.window.aligned). The aligned
+        # layout only while no pane is in the general one: a window's pane must be in one place.
+        self.batch_path = self._takes_batch_path()
         self.aligned = self.batch_path and self.allowed_lateness == 0 and not _has_entries(backend, _CONTENTS)
-        self.aligned_windows: dict[int, int] = {}  # start -> end of the windows with panes in the aligned layout
-        self._aligned_ends: list = []  # heap of (end, start)
-        for name in backend.state_names():
-            if name.startswith(_ALIGNED):
-                start, end = (int(part) for part in name[len(_ALIGNED):].split("/"))
-                if self.aligned:
-                    self._open_aligned(start, end)
-                else:  # restored from a job that could use the aligned layout, and this one cannot
-                    self._unalign(name, start, end)
+        self._open_aligned_layout()
         if self.window_function is not None:
             opener = getattr(self.window_function, "open", None)
             if isinstance(self.window_function, Function) and callable(opener):
@@ -522,150 +383,12 @@ class WindowOperator(OneInputOperator):
                 self._element(value, timestamp, emitted)
         return emitted.batch()
 
-    def _batch_path(self, records, values, timestamps) -> None:
-        """Each pane read once, folded over its records in their order, written once (as record by record)."""
-        assigner = self.assigner
-        size, offset = assigner.size, assigner.offset
-        slide = getattr(assigner, "slide", size)
-        key_of, add = self.key_selector, self.contents.add
-        set_key, panes = self.backend.set_current_key, self.panes
-        missing = _MISSING
-        folded: dict = {}
-        for record, value, timestamp in zip(records, values, timestamps):
-            key = key_of(record)
-            last_start = timestamp - (timestamp - offset) % slide
-            for start in range(last_start, timestamp - size, -slide):
-                pane = (key, start)
-                accumulator = folded.get(pane, missing)
-                if accumulator is missing:
-                    set_key(key)
-                    accumulator = panes.get(TimeWindow(start, start + size))
-                folded[pane] = add(accumulator, value)
-        register, lateness = self.event_timers.register, self.allowed_lateness
-        for (key, start), accumulator in folded.items():
-            set_key(key)
-            window = TimeWindow(start, start + size)
-            panes.put(window, accumulator)
-            end = start + size - 1
-            register(key, end, window)  # EventTimeTrigger's timer
-            if lateness and end + lateness < MAX_WATERMARK:
-                register(key, end + lateness, window)  # the cleanup timer, unless it is the trigger's
-
-    # -- the aligned layout: tumbling/sliding event-time windows, default trigger, no lateness
-
-    def _open_aligned(self, start: int, end: int) -> str:
-        name = f"{_ALIGNED}{start}/{end}"
-        if start not in self.aligned_windows:
-            self.backend.get_state(ValueStateDescriptor(name))
-            self.aligned_windows[start] = end
-            heapq.heappush(self._aligned_ends, (end, start))
-        return name
-
-    def _aligned_batch(self, records, values, timestamps, emitted: _Emitted) -> None:
-        """Panes as one value state per window, keyed by the record's key: each window's panes of a batch are
-        read with one ``get_many`` and written with one ``put_many``, folded over the records in their order in
-        between (as record by record). A window whose end the watermark passed is gone: its records are late."""
-        assigner = self.assigner
-        size, offset = assigner.size, assigner.offset
-        slide = getattr(assigner, "slide", size)
-        late_start = self.watermark - size + 1  # a window starting at or before this has ended
-        key_of = self.key_selector
-        keys = canonical_keys([key_of(r) for r in records])  # floats or tuples: every NaN is one key
-        if slide == size:
-            first = timestamps[0] - (timestamps[0] - offset) % size
-            if first > late_start and min(timestamps) >= first and max(timestamps) < first + size:
-                self._one_window(first, size, keys, values)  # the usual batch: a few ms of event time
-                return
-            starts = [t - (t - offset) % size for t in timestamps]
-            pane_of = list(zip(starts, keys))
-            per_record = None
-        else:
-            pane_of = []
-            per_record = []
-            for key, t in zip(keys, timestamps):
-                mine = [(start, key) for start in range(t - (t - offset) % slide, t - size, -slide)
-                        if start > late_start]
-                per_record.append(mine)
-                pane_of.extend(mine)
-        by_start: dict = {}
-        for start, key in set(pane_of):
-            if start > late_start:
-                by_start.setdefault(start, []).append(key)
-        accumulators: dict = {}
-        get_many = self.backend.get_many
-        for start, window_keys in by_start.items():
-            name = self._open_aligned(start, start + size)
-            accumulators[start] = dict(zip(window_keys, get_many(name, window_keys)))
-        add = self.contents.add
-        if per_record is None:
-            for start, key, value, record, timestamp in zip(starts, keys, values, records, timestamps):
-                panes = accumulators.get(start)
-                if panes is None:
-                    self._late(record, value, timestamp, emitted)
-                else:
-                    panes[key] = add(panes[key], value)
-        else:
-            for mine, value, record, timestamp in zip(per_record, values, records, timestamps):
-                if not mine and timestamp <= self.watermark:
-                    self._late(record, value, timestamp, emitted)
-                for start, key in mine:
-                    panes = accumulators[start]
-                    panes[key] = add(panes[key], value)
-        put_many = self.backend.put_many
-        for start, panes in accumulators.items():
-            put_many(f"{_ALIGNED}{start}/{start + size}", list(panes), list(panes.values()))
-
-    def _one_window(self, start: int, size: int, keys: list, values) -> None:
-        """``_aligned_batch`` when every record of the batch falls in one window (and none is late): the
-        backend folds the records into the panes in their order, one lookup each."""
-        self.backend.fold_many(self._open_aligned(start, start + size), keys, values, self.contents.add)
-
     def _late(self, record, value, timestamp, emitted: _Emitted) -> None:
         if self.late_tag is not None and self.late_tag.tag_id in self.side_tags:
             emitted.records.append(SideOutputRecord(self.late_tag.tag_id, value))
             emitted.timestamps.append(timestamp)
         else:
             self.late_records_dropped += 1
-
-    def _fire_aligned(self, watermark: int, emitted: _Emitted) -> None:
-        """Every window whose end the watermark passed fires, all keys at once, earliest first, and is dropped
-        (Flink fires the same timers, one per key, in time order)."""
-        ends, backend = self._aligned_ends, self.backend
-        result, call, context = self.contents.result, self.call, self.process_context
-        plain = self.window_function is None
-        set_key = backend.set_current_key
-        while ends and ends[0][0] - 1 <= watermark:
-            end, start = heapq.heappop(ends)
-            del self.aligned_windows[start]
-            name = f"{_ALIGNED}{start}/{end}"
-            window = TimeWindow(start, end)
-            context.window_ = window
-            context.emitted = emitted
-            records, timestamp = emitted.records, end - 1
-            if plain:
-                before = len(records)
-                for _, _, accumulator in backend.entries(name):
-                    records.extend(result(accumulator))
-                emitted.timestamps.extend([timestamp] * (len(records) - before))
-            else:
-                for _, key, accumulator in backend.entries(name):
-                    set_key(key)
-                    self.key = key
-                    emitted.add(call(key, window, result(accumulator), context), timestamp, self.name)
-                    self._clear_function_state(window)
-            backend.drop_state(name)
-
-    def _unalign(self, name: str, start: int, end: int) -> None:
-        """Panes of the aligned layout into the general one, with their timers (a restore into a job whose
-        window now needs the general path: allowed lateness added, say)."""
-        window = TimeWindow(start, end)
-        for _, key, accumulator in list(self.backend.entries(name)):
-            self.backend.set_current_key(key)
-            self.key = key
-            self.panes.put(window, accumulator)
-            self.event_timers.register(key, end - 1, window)
-            self._register_cleanup(window)
-        self.backend.drop_state(name)
 
     def _clear_function_state(self, window) -> None:
         clear = getattr(self.window_function, "clear", None)
