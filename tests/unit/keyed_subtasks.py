@@ -26,6 +26,7 @@ class KeyedSubtasks:
                                                                     subtask_index=i)
                                     for i in range(1, first.parallelism)]
         self.key_selector = key_selector
+        self._owners: dict = {}  # key: the index of the subtask that owns it (keys here are hashable)
 
     def open(self) -> None:
         for harness in self.harnesses:
@@ -39,13 +40,17 @@ class KeyedSubtasks:
         shares = [([], []) for _ in self.harnesses]
         stamps = timestamps if timestamps is not None else [None] * len(records)
         for record, timestamp in zip(records, stamps):
-            key = self.key_selector(record)
-            records_of, timestamps_of = next(share for harness, share in zip(self.harnesses, shares)
-                                             if harness.owns_key(key))
+            records_of, timestamps_of = shares[self._owner(self.key_selector(record))]
             records_of.append(record)
             timestamps_of.append(timestamp)
         for harness, (records_of, timestamps_of) in zip(self.harnesses, shares):
             harness.process_elements(records_of, timestamps_of if timestamps is not None else None)
+
+    def _owner(self, key) -> int:
+        owner = self._owners.get(key)
+        if owner is None:
+            owner = self._owners[key] = next(i for i, harness in enumerate(self.harnesses) if harness.owns_key(key))
+        return owner
 
     def process_watermark(self, watermark: int) -> None:
         for harness in self.harnesses:
