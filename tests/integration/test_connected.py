@@ -17,7 +17,6 @@ from operators import (
     ValueStateDescriptor,
 )
 from runtime import Duration, RestartStrategies, Time, WatermarkStrategy
-from runtime.errors import ApiUsageError
 from tests.integration.chaos import ChaosMap, plan, remaining
 from tests.integration.paced import PacedSource
 
@@ -117,23 +116,6 @@ def test_a_keyed_join_is_exactly_once_after_a_failure(env, tmp_path, how):
     assert remaining(faults) == [] and result.restarts == 1 and result.restored_from[1] is not None
     out = result.collected(sink)
     assert sorted(out) == expected_join(), collections.Counter(out).most_common(3)
-
-
-def test_timers_in_a_function_on_connected_streams_that_are_not_keyed_are_refused(env):
-    from operators import CoProcessFunction
-
-    class Timed(CoProcessFunction):
-        def process_element1(self, value, ctx):
-            yield value
-
-        def process_element2(self, value, ctx):
-            yield value
-
-        def on_timer(self, timestamp, ctx):
-            yield timestamp
-
-    with pytest.raises(ApiUsageError, match="keyed streams"):
-        env.from_collection([1]).connect(env.from_collection([2])).process(Timed())
 
 
 class ClickThenBuy(ProcessJoinFunction):

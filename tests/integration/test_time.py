@@ -1,9 +1,9 @@
 """Event time and timers end to end: timestamps across channels, watermarks, event-time and processing-time
 timers, exactly once after an exception and a SIGKILL, restored at another parallelism, and idleness.
 
-The reference job counts records per key and 100 ms bucket of event time with an event-time timer per
-bucket: with out-of-orderness within the watermark's bound no record is late, so the output is exactly
-``Counter((key, bucket end))`` however the records interleave, which plain Python computes.
+The reference job (tests/integration/time_jobs.py) counts records per key and 100 ms bucket of event time with an
+event-time timer per bucket. Its operator's semantics (each timer once, with its time as timestamp, on the
+watermarks before the end) are also tested without Spark, by test harnesses: tests/unit/test_time_semantics.py.
 """
 
 import collections
@@ -15,53 +15,18 @@ import pytest
 from operators import (
     CollectSink,
     KeyedProcessFunction,
-    MapStateDescriptor,
     ProcessFunction,
     SequenceSource,
     Source,
     SourceReader,
     ValueStateDescriptor,
 )
-from runtime import Duration, RestartStrategies, StreamExecutionEnvironment, WatermarkStrategy
-from runtime.errors import ApiUsageError, JobFailedError
+from runtime import Duration, RestartStrategies, StreamExecutionEnvironment
 from state_backends.storage import CheckpointStorage
 from tests.integration.chaos import ChaosMap, plan, remaining
 from tests.integration.paced import PacedSource
+from tests.integration.time_jobs import MAX_WATERMARK, BucketCount, reference, strategy
 from tests.integration.waiting import wait_for
-
-BOUND_MS = 300
-MAX_WATERMARK = (1 << 63) - 1
-
-
-def event_time(n: int) -> int:
-    """3 ms apart, and out of order by up to 240 ms (within the 300 ms bound)."""
-    return n * 3 - (n % 7) * 40
-
-
-def strategy():
-    return (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(BOUND_MS))
-            .with_timestamp_assigner(lambda n, _: event_time(n)))
-
-
-def reference(n: int, keys: int) -> dict:
-    return dict(collections.Counter((x % keys, event_time(x) // 100 * 100 + 99) for x in range(n)))
-
-
-class BucketCount(KeyedProcessFunction):
-    """Counts the records of each 100 ms bucket of event time; an event-time timer emits the count."""
-
-    def open(self, runtime_context):
-        self.counts = runtime_context.get_state(MapStateDescriptor("counts"))
-
-    def process_element(self, value, ctx):
-        end = ctx.timestamp() // 100 * 100 + 99
-        self.counts.put(end, (self.counts.get(end) or 0) + 1)
-        ctx.timer_service().register_event_time_timer(end)
-
-    def on_timer(self, timestamp, ctx):
-        count = self.counts.get(timestamp)
-        self.counts.remove(timestamp)
-        yield ctx.get_current_key(), timestamp, count
 
 
 class WithTimestampAndWatermark(ProcessFunction):
@@ -81,39 +46,19 @@ def bucket_job(env, n, keys, source=None):
     return sink
 
 
-@pytest.mark.parametrize("parallelism", [1, 2, 4])
-def test_event_time_timers_fire_once_each_with_their_time_as_timestamp_and_watermarks_flow_before_the_end(
-        env, parallelism):
+def test_event_time_timers_fire_once_each_with_their_time_as_timestamp_and_watermarks_flow_before_the_end(env):
+    # At parallelism 4: timestamps and watermarks across four channels into each subtask of the timers, and on to
+    # the next operator.
     n, keys = 60_000, 13
-    env.set_parallelism(parallelism)
+    env.set_parallelism(4)
     env.get_config().set_auto_watermark_interval(10)
     sink = bucket_job(env, n, keys)
-    out = env.execute(f"buckets-p{parallelism}").collected(sink)
+    out = env.execute("buckets-p4").collected(sink)
     assert {(key, end): count for (key, end, count), _, _ in out} == reference(n, keys)
     assert len(out) == len(reference(n, keys)), "a timer fired twice"
     assert all(timestamp == end for (_, end, _), timestamp, _ in out), "timer output carries the timer's time"
     # Watermarks went downstream while the job ran, not only the final one at the end of the input.
     assert any(watermark < MAX_WATERMARK for _, _, watermark in out)
-
-
-def test_on_timer_in_a_function_that_is_not_keyed_is_refused_at_declaration(env):
-    class Timed(ProcessFunction):
-        def process_element(self, value, ctx):
-            yield value
-
-        def on_timer(self, timestamp, ctx):
-            yield timestamp
-
-    with pytest.raises(ApiUsageError, match="timers need a keyed stream"):
-        env.from_collection([1]).process(Timed())
-
-
-def test_a_timestamp_assigner_returning_none_fails_naming_the_operator_and_the_record(env):
-    env.set_restart_strategy(RestartStrategies.no_restart())
-    bad = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda n, _: None if n == 5 else n)
-    env.from_collection(list(range(10))).assign_timestamps_and_watermarks(bad).print()
-    with pytest.raises(JobFailedError, match=r"Timestamps/Watermarks.*returned None for record 5"):
-        env.execute("bad-timestamps")
 
 
 def checkpointed_bucket_job(env, tmp_path, parallelism, n, keys, chaos=None, url=None):
