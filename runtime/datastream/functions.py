@@ -8,68 +8,20 @@
 42
 """
 
+from operators import functions as _functions
 from operators.async_functions import AsyncFunction, AsyncRetryPredicate, AsyncRetryStrategy
-from operators.functions import (
-    BaseBroadcastProcessFunction,
-    BroadcastProcessFunction,
-    CoFlatMapFunction,
-    CoGroupFunction,
-    CoMapFunction,
-    CoProcessFunction,
-    FilterFunction,
-    FlatMapFunction,
-    Function,
-    JoinFunction,
-    KeyedBroadcastProcessFunction,
-    KeyedCoProcessFunction,
-    KeyedProcessFunction,
-    KeySelector,
-    MapFunction,
-    Partitioner,
-    ProcessFunction,
-    ProcessJoinFunction,
-    ReduceFunction,
-    RuntimeContext,
-    TimeDomain,
-    TimerService,
-)
-from operators.window.functions import (
-    AllWindowFunction,
-    ProcessAllWindowFunction,
-    ProcessWindowFunction,
-    WindowFunction,
-)
+from operators.functions import *  # noqa: F403 (the names of operators.functions.__all__)
+from operators.window import functions as _window_functions
+from operators.window.functions import *  # noqa: F403 (the window functions)
 from state_backends.descriptors import AggregateFunction
 
+# operators.functions' names, less the engine's helper that turns a function into a callable; the rest of
+# operators.async_functions is PyFlink's async_retry_strategies and async_retry_predicates
 __all__ = [
-    "BaseBroadcastProcessFunction",
-    "BroadcastProcessFunction",
-    "KeyedBroadcastProcessFunction",
+    *(name for name in _functions.__all__ if name != "as_callable"),
+    *_window_functions.__all__,
     "AsyncFunction",
     "AsyncRetryStrategy",
     "AsyncRetryPredicate",
-    "Function",
-    "RuntimeContext",
-    "MapFunction",
-    "FlatMapFunction",
-    "FilterFunction",
-    "ReduceFunction",
-    "KeySelector",
-    "Partitioner",
-    "ProcessFunction",
-    "KeyedProcessFunction",
-    "TimerService",
-    "TimeDomain",
-    "CoMapFunction",
-    "CoFlatMapFunction",
-    "CoProcessFunction",
-    "KeyedCoProcessFunction",
-    "ProcessJoinFunction",
-    "JoinFunction",
-    "CoGroupFunction",
-    "WindowFunction",
-    "AllWindowFunction",
-    "ProcessWindowFunction",
-    "ProcessAllWindowFunction",
     "AggregateFunction",
 ]
