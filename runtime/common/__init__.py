@@ -6,9 +6,19 @@ status.
 LONG
 """
 
-from operators.watermark_strategy import TimestampAssigner, WatermarkGenerator, WatermarkOutput, WatermarkStrategy
-from runtime.checkpoint_config import RestartStrategies
-from runtime.common.restart_strategy import RestartStrategyConfiguration
+from runtime.common import configuration as _configuration
+from runtime.common import job_client as _job_client
+from runtime.common import job_execution_result as _job_execution_result
+from runtime.common import job_status as _job_status
+from runtime.common import time as _time
+from runtime.common import typeinfo as _typeinfo
+from runtime.common import types as _types
+from runtime.common import watermark_strategy as _watermark_strategy
+from runtime.common.configuration import *  # noqa: F403
+from runtime.common.job_client import *  # noqa: F403
+from runtime.common.job_execution_result import *  # noqa: F403
+from runtime.common.job_status import *  # noqa: F403
+from runtime.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from runtime.common.serialization import (
     ByteArraySchema,
     DeserializationSchema,
@@ -16,18 +26,31 @@ from runtime.common.serialization import (
     SerializationSchema,
     SimpleStringSchema,
 )
-from runtime.settings.configuration import Configuration
-from runtime.driver.result import JobClient, JobResult, JobStatus
-from runtime.settings.durations import Duration, Time
-from runtime.types import Row, RowKind, TypeInformation, Types
+from runtime.common.time import *  # noqa: F403
+from runtime.common.typeinfo import *  # noqa: F403
+from runtime.common.types import *  # noqa: F403
+from runtime.common.watermark_strategy import *  # noqa: F403
 
-JobExecutionResult = JobResult  # PyFlink's name for what a finished job returns
-
-__all__ = ["Types", "TypeInformation", "Row", "RowKind", "RestartStrategies", "RestartStrategyConfiguration",
-           "ExecutionConfig", "JobClient", "JobExecutionResult",
-           "JobStatus", "Duration", "Time", "Configuration", "WatermarkStrategy", "TimestampAssigner",
-           "WatermarkGenerator", "WatermarkOutput", "Encoder", "SimpleStringSchema", "ByteArraySchema",
-           "SerializationSchema", "DeserializationSchema"]
+# Each module's names, a few of the restart strategies' and schemas' (those PyFlink's module names too), and
+# ExecutionConfig (see __getattr__).
+__all__ = [
+    *_typeinfo.__all__,
+    *_types.__all__,
+    *_time.__all__,
+    *_configuration.__all__,
+    *_job_client.__all__,
+    *_job_status.__all__,
+    *_job_execution_result.__all__,
+    *_watermark_strategy.__all__,
+    "RestartStrategies",
+    "RestartStrategyConfiguration",
+    "Encoder",
+    "SimpleStringSchema",
+    "ByteArraySchema",
+    "SerializationSchema",
+    "DeserializationSchema",
+    "ExecutionConfig",
+]
 
 
 def __getattr__(name: str):
