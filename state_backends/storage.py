@@ -7,7 +7,7 @@ Layout (DESIGN §3)::
     <root>/<job>/finished/<token>/<uid>/<subtask>.arrow   final state of a finished subtask (FLIP-147)
     <root>/<job>/shared/<uid>/<instance>-<n>.sst          a RocksDB file of incremental checkpoints, stored once
     <root>/<job>/chk-<n>/<uid>/<subtask>.rocksdb/<file>   the few small files of one incremental RocksDB snapshot
-    <root>/<job>/_job.json                                where the running job's control endpoint listens
+    <root>/<job>/_job.json                                where the running job's driver answers: its REST API
     <savepoints>/savepoint-<n>-<hex>/...                  a savepoint: self-contained, never deleted
 
 A state file is an Arrow IPC file with columns ``key_group`` (int32) and ``payload`` (pickled), one record
@@ -342,8 +342,9 @@ class CheckpointStorage:
         return SavepointStorage(url, self.fs if url.startswith(own) else None)
 
     def publish_job_control(self, description: dict) -> None:
-        """Say where the running job's control endpoint listens (:mod:`runtime.driver.job_control`). On a
-        local filesystem only its owner may read it (it holds the endpoint's token)."""
+        """Say where the running job can be controlled: the driver's REST API (its URL, token and, in HTTPS,
+        certificate; :meth:`runtime.driver.web.server.DashboardServer.describe_for`), which ``chandy savepoint``
+        and ``chandy stop`` read here. On a local filesystem only its owner may read it (it holds the token)."""
         path = posixpath.join(self.job_dir, JOB_CONTROL)
         self.store.write(path, json.dumps(description).encode())
         if self.url.startswith("file://") or "://" not in self.url:
@@ -363,6 +364,7 @@ class CheckpointStorage:
                 "writes it when it starts and removes it when it ends).") from None
 
     def remove_job_control(self) -> None:
+        """The job has ended: nothing answers at what :meth:`publish_job_control` wrote."""
         self.store.delete(posixpath.join(self.job_dir, JOB_CONTROL))
 
     # -- files stored once, referenced by many checkpoints (incremental RocksDB snapshots) ----------------

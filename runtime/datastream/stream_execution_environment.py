@@ -43,6 +43,7 @@ from runtime.graph.compile import compile_job_graph
 from runtime.graph.job_graph import CheckpointSettings
 from runtime.graph.transformation import Transformation, with_upstream
 from runtime.keys.key_groups import UPPER_BOUND_MAX_PARALLELISM
+from runtime.network.tls import TlsMaterial
 from runtime.restart_strategies import ExponentialDelayRestartStrategy
 from runtime.settings.configuration import Configuration
 from runtime.settings.options import option_named
@@ -587,7 +588,8 @@ class StreamExecutionEnvironment:
                                                          else "a certificate made for this job") + ")")
             log.info("Job '%s': internal connections are %s: %s", job_name, what, encryption.reason)
         master = JobMaster(graph, spark, sinks, self.get_restart_strategy(), coordinator, restore,
-                           dashboard=_dashboard_settings(settings), progress=_progress_wanted(settings), tls=tls,
+                           dashboard=_dashboard_settings(settings, encryption.web_material(tls)),
+                           progress=_progress_wanted(settings), tls=tls,
                            restart_chosen=self._restart_strategy is not None
                            and not isinstance(self._restart_strategy, FallbackRestartStrategy))
         master.start()
@@ -662,7 +664,8 @@ def _checkpoint_settings(config: CheckpointConfig, storage: CheckpointStorage,
     return CheckpointSettings(exactly_once, storage, unaligned, config.aligned_timeout_ms)
 
 
-def _dashboard_settings(settings: Settings) -> DashboardSettings:
+def _dashboard_settings(settings: Settings, tls: TlsMaterial | None = None) -> DashboardSettings:
+    """The driver's web server as the job asks for it; ``tls``: HTTPS with this material (the job encrypts)."""
     require_token = settings.ui_require_token
     if not require_token and settings.spark_says(SPARK_ACLS_CONF):
         log.info("%s=true: Chandy's REST API cannot check spark.modify.acls / spark.ui.view.acls (it has no user "
@@ -670,7 +673,7 @@ def _dashboard_settings(settings: Settings) -> DashboardSettings:
                  "reads as well as actions.", SPARK_ACLS_CONF)
         require_token = True
     return DashboardSettings(settings.ui_enabled, settings.ui_port, settings.ui_bind_address, settings.ui_token,
-                             require_token)
+                             require_token, tls)
 
 
 def _progress_wanted(settings: Settings) -> bool:

@@ -32,7 +32,6 @@ from runtime.driver.coordinator import CheckpointCoordinator, CheckpointRequest
 from runtime.driver.coordinator_loop import CoordinatorLoop
 from runtime.driver.savepoints import SavepointRequest
 from runtime.driver.failure_diagnosis import Diagnosis, FailureEvidence, decide_restart, diagnose
-from runtime.driver.job_control import JobControlServer
 from runtime.driver.launcher import BarrierStage, StageCompleted, StageFailed, require_slots
 from runtime.driver.lifecycle import JobLifecycle
 from runtime.driver.metrics import JobMetrics
@@ -95,6 +94,7 @@ class JobMaster:
         self.graph = graph
         self.tls = tls  # None: internal connections are authenticated, not encrypted
         self.dashboard = dashboard  # None: no web server for this job
+        self.web_server = None  # the driver's REST server that serves this job, once started
         self.progress: ProgressLine | None = ProgressLine(self) if progress else None
         self.spark = spark
         self.sinks = sinks  # sink uid -> the user's Sink object (driver side)
@@ -160,22 +160,21 @@ class JobMaster:
         else:
             checkpoints = "no checkpoints"
         checkpoints += f", state in {graph.state_backend!r}"  # what was configured: a typo shows here
-        server = dashboard_for(_driver_host(self.spark), self.dashboard) if self.dashboard is not None else None
+        server = None
+        if self.dashboard is not None:  # with checkpointing, the REST API is the job's control plane too
+            server = dashboard_for(_driver_host(self.spark), self.dashboard, control=self.coordinator is not None)
+        self.web_server = server
         if server is not None:
-            server.register(self)
-            self.dashboard_url = f"{server.url}/#/jobs/{self.job_id}"
-            self.dashboard_url_with_token = f"{server.url}/?token={server.guard.token}#/jobs/{self.job_id}"
+            server.register(self, private=not self.dashboard.enabled)
+            if self.dashboard.enabled and server.serves_dashboard:
+                self.dashboard_url = f"{server.url}/#/jobs/{self.job_id}"
+                self.dashboard_url_with_token = f"{server.url}/?token={server.guard.token}#/jobs/{self.job_id}"
         log.info("Job '%s' (%s) starting: parallelism %d, %d slots, %s%s", graph.job_name, self.job_id[:8],
-                 parallelism, graph.slots, checkpoints, f"; dashboard {self.dashboard_url}" if server else "")
+                 parallelism, graph.slots, checkpoints, f"; dashboard {self.dashboard_url}" if self.dashboard_url
+                 else "")
         log.debug("%s", graph.describe())
-        self.job_control = None
-        if self.coordinator is not None:  # chandy savepoint / stop / cancel find the job through its storage
-            self.job_control = JobControlServer(self, _driver_host(self.spark), self.tls)
-            try:
-                self.coordinator.storage.publish_job_control(self.job_control.describe())
-            except Exception as exc:  # the job runs without it: only the CLI cannot reach it
-                log.warning("Job '%s': the chandy CLI will not find it (writing %s failed: %s)", graph.job_name,
-                            self.coordinator.storage.job_dir, exc)
+        if self.coordinator is not None:  # chandy savepoint / stop find the job through its storage
+            self._publish_control(server)
         self._master = threading.Thread(target=self._run_master, name=f"chandy-master-{self.job_id[:8]}",
                                         daemon=True)
         self._master.start()
@@ -293,21 +292,47 @@ class JobMaster:
                 # go, now that the slots have stopped writing.
                 self.coordinator.finish()
                 self.coordinator.discard_at_end(self.lifecycle.status.name)
-            if self.job_control is not None:
-                self._close_job_control()
+            if self.coordinator is not None:
+                self._withdraw_control()
             self.metrics.end()
             self.ended_ms = int(time.time() * 1000)
             if self.progress is not None:  # its last line before execute() returns and the program prints
                 self.progress.close()
             self._done.set()
 
-    def _close_job_control(self) -> None:
+    def _publish_control(self, server) -> None:
+        """Say in ``<job directory>/_job.json`` where the job's control plane, the driver's REST API, answers and
+        with which token (and certificate, in HTTPS): ``chandy savepoint`` and ``chandy stop`` read it there."""
+        storage, name = self.coordinator.storage, self.graph.job_name
+        if server is None:
+            log.warning("Job '%s': the driver's REST server is not running, so `chandy savepoint` and `chandy stop` "
+                        "cannot reach this job (the program's JobClient still can)", name)
+            return
+        described = server.describe_for(self)
+        if self.tls is not None and server.certificate is None:
+            # The token would cross the network in clear text, which a job that encrypts did not agree to.
+            del described["token"]
+            described["unencrypted"] = ("the job encrypts its connections, but this driver's REST server (started "
+                                        "by an earlier job of the process) speaks plain HTTP")
+            log.warning("Job '%s' encrypts its connections, but this driver's REST server, started by an earlier job "
+                        "of the process, speaks plain HTTP: its token is not published in _job.json, so `chandy "
+                        "savepoint` and `chandy stop` cannot reach this job; the REST API at %s can, with the token "
+                        "from the driver's log (in clear text)", name, server.url)
         try:
-            if self.coordinator.storage.read_job_control().get("token") == self.job_control.token:
-                self.coordinator.storage.remove_job_control()  # another run of the job may have replaced it
-        except Exception:  # a file left behind names an endpoint that no longer answers: the CLI says so
-            log.debug("could not remove the job-control file", exc_info=True)
-        self.job_control.close()
+            storage.publish_job_control(described)
+        except Exception as exc:  # the job runs without it: only the CLI cannot reach it
+            log.warning("Job '%s': the chandy CLI will not find it (writing %s failed: %s)", name, storage.job_dir,
+                        exc)
+
+    def _withdraw_control(self) -> None:
+        """Remove ``_job.json``, unless another run of the job has replaced it since (it names that run's id)."""
+        try:
+            if self.coordinator.storage.read_job_control().get("job_id") == self.job_id:
+                self.coordinator.storage.remove_job_control()
+        except CheckpointNotFoundError:
+            pass
+        except Exception:  # a file left behind names a job that no longer answers: the CLI says so
+            log.debug("could not remove _job.json", exc_info=True)
 
     def _run_attempts(self):
         restore = self.initial_restore

@@ -4,7 +4,8 @@ driver, before Spark runs anything.
 Every internal connection is authenticated whatever these say (:mod:`runtime.network.security`); they only add TLS:
 
 - ``spark.chandy.network.encryption`` (or Flink's ``security.ssl.internal.enabled``): ``true`` encrypts control
-  and data connections and the job-control endpoint; ``false`` does not. Unset, Chandy follows Spark: when
+  and data connections, and the driver's REST server (the jobs' control plane) speaks HTTPS if this job starts
+  it (:meth:`EncryptionSettings.web_material`); ``false`` does not. Unset, Chandy follows Spark: when
   ``spark.network.crypto.enabled`` or ``spark.ssl.enabled`` is true, the user wants encrypted traffic, and Chandy
   encrypts its own too, saying so in the log.
 - ``spark.chandy.network.tls.certificate`` and ``spark.chandy.network.tls.privateKey`` (PEM files on the driver;
@@ -66,6 +67,14 @@ class EncryptionSettings:
         material = material_from_files(*self.files, keys=(TLS_CERTIFICATE_CONF, TLS_KEY_CONF, TLS_TRUSTED_CONF))
         _check_handshake(material, self.files)
         return material
+
+    def web_material(self, job_material: TlsMaterial | None) -> TlsMaterial | None:
+        """What the driver's REST server presents in HTTPS when this job starts it: the user's certificate
+        (``job_material``, read from the files), else a key and self-signed certificate made for the server (not
+        the job's own, whose key travels to the executors); None when the job does not encrypt."""
+        if not self.encrypt or job_material is None:
+            return None
+        return job_material if self.files is not None else job_certificate("", "chandy driver REST API")
 
 
 def resolve_encryption(settings: Settings) -> EncryptionSettings:

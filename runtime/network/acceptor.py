@@ -1,11 +1,10 @@
 """A listening socket that authenticates every connection and hands those that pass to a handler, each on a
 thread of its own.
 
-Shared by the data server (a slot's inbound channels), the control server (the driver's end of the control
-protocol) and the job-control endpoint. One thread accepts and drives the handshakes of all the connections still
-proving themselves (:class:`~runtime.network.security.Admission`, non-blocking, with a selector): a stranger's
-connection costs no thread and a few microseconds of the interpreter, so a burst of them barely touches the
-job's own threads. A connection whose peer does not prove that it belongs to the job is closed before a byte of
+Shared by the data server (a slot's inbound channels) and the control server (the driver's end of the control
+protocol). One thread accepts and drives the handshakes of all the connections still proving themselves
+(:class:`~runtime.network.security.Admission`, non-blocking, with a selector): a stranger's connection costs no
+thread and a few microseconds of the interpreter, so a burst of them barely touches the job's own threads. A connection whose peer does not prove that it belongs to the job is closed before a byte of
 it reaches the handler, and told of in one WARNING; more refusals within :data:`REFUSAL_LOG_INTERVAL_S` are summed
 up in one line, never a traceback per connection. At most :data:`MAX_PENDING_HANDSHAKES` connections may be
 proving themselves at once (each for at most the handshake timeout): beyond that a flood is refused at once.
@@ -246,7 +245,7 @@ class Acceptor:
 
     def stop_accepting(self) -> None:
         """Accept no more connections and drop those still proving themselves; the authenticated ones finish
-        what they are doing (an answer the job-control endpoint still owes)."""
+        what they are doing."""
         with self._lock:
             if self.closed:
                 return

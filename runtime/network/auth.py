@@ -9,8 +9,8 @@ knows the other is the job's:
    which the connecting end checks.
 
 Every read has a fixed size and the whole exchange a deadline. A replayed answer fails (the accepting end's nonce
-is new each time), as does an answer for another service (``control``, ``data``, ``job-control``) or made with
-another job's or attempt's secret (each attempt has its own).
+is new each time), as does an answer for another service (``control``, ``data``) or made with another job's or
+attempt's secret (each attempt has its own).
 
 The accepting end's half does no I/O (:class:`ServerHandshake`): one thread drives the handshakes of every
 connection a server accepts (:mod:`runtime.network.acceptor`), so a stranger's connection costs no thread.

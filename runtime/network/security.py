@@ -9,7 +9,7 @@ that passed both is handed to the code that reads frames, unpickles, decodes Arr
 >>> import threading
 >>> security = ConnectionSecurity.new()
 >>> security
-ConnectionSecurity(tls=None, verify_client_certificate=True)
+ConnectionSecurity(tls=None)
 >>> server = socket.create_server(("127.0.0.1", 0))
 >>> accepted = []
 >>> thread = threading.Thread(target=lambda: accepted.append(security.accept(server.accept()[0], "control")))
@@ -47,7 +47,6 @@ class ConnectionSecurity:
 
     secret: bytes = field(repr=False)
     tls: TlsMaterial | None = None
-    verify_client_certificate: bool = True  # False where clients hold only the secret (the job-control endpoint)
     handshake_timeout_s: float = field(default=HANDSHAKE_TIMEOUT_S, repr=False)
 
     @classmethod
@@ -130,7 +129,7 @@ class Admission:
         self._tls = None
         if security.tls is not None:
             self._incoming, self._outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-            self._tls = security.tls.server_context(security.verify_client_certificate).wrap_bio(
+            self._tls = security.tls.server_context().wrap_bio(
                 self._incoming, self._outgoing, server_side=True)
             self._tls_done = False
 

@@ -103,15 +103,16 @@ def _load_chain(context: ssl.SSLContext, certificate: str, private_key: str | No
         os.rmdir(directory)
 
 
-def job_certificate(job_id: str) -> TlsMaterial:
-    """A new key and self-signed certificate for one job; each end presents it and trusts only it."""
+def job_certificate(job_id: str, common_name: str | None = None) -> TlsMaterial:
+    """A new key and self-signed certificate for one job; each end presents it and trusts only it. With
+    ``common_name``, for something else than a job (the driver's REST server, whose clients pin it)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"chandy job {job_id}")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name or f"chandy job {job_id}")])
     now = datetime.datetime.now(datetime.timezone.utc)
     public = key.public_key()
     certificate = (

@@ -293,7 +293,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("metrics_interval_ms", ("metrics.fetcher.update-interval",), "spark.chandy.metricsInterval",
            parse_duration_or_off, 1000, "How often slots report their metrics to the driver.", _DURATION_OR_OFF,
            default_text="1 s"),
-    _bool("ui_enabled", (), "spark.chandy.ui.enabled", True, "The dashboard and REST API on the driver."),
+    _bool("ui_enabled", (), "spark.chandy.ui.enabled", True,
+          "The dashboard and REST API on the driver. Off, a job with checkpointing still runs the REST API (its "
+          "control plane for chandy savepoint / stop), without the page and with the token for every request."),
     Option("ui_port", ("rest.port",), "spark.chandy.ui.port", parse_port, 8081,
            "The dashboard's port; when it is taken, the next free one.", "port, 0..65535 (0: any free)"),
     Option("ui_bind_address", ("rest.bind-address",), "spark.chandy.ui.bindAddress", parse_string, None,

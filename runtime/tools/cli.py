@@ -7,8 +7,8 @@
     chandy checkpoints STORAGE                           the jobs in a checkpoint storage, and their checkpoints
     chandy checkpoint DIR ID|latest                      one checkpoint: operators, files, key groups, offsets
     chandy checkpoint SAVEPOINT                          the same for a savepoint (or a chk-<n> directory)
-    chandy savepoint DIR [--path P]                      take a savepoint of the job running with DIR
-    chandy stop DIR [--path P] [--drain]                 stop that job with a savepoint
+    chandy savepoint DIR [--path P] [--timeout S]        take a savepoint of the job running with DIR
+    chandy stop DIR [--path P] [--drain] [--timeout S]   stop that job with a savepoint
     chandy jobs [URL]                                    the jobs of the driver whose dashboard is at URL
     chandy status URL                                    a job's state, throughput and checkpoints
     chandy cancel URL                                    cancel a job
@@ -17,12 +17,14 @@
     chandy state export PATH [ID|latest] --uid U --state S --to FILE.parquet|FILE.csv
 
 DIR is the job's directory, ``<checkpoint storage>/<job name>`` (the job name as a folder name, see
-:func:`~state_backends.storage.job_directory_name`), as a path or any fsspec URL. A running job says there
-where its driver listens (:mod:`runtime.driver.job_control`); ``savepoint`` and ``stop`` print the savepoint's
-URL, which ``restore_from`` takes. URL is a job's dashboard address as its log prints it
+:func:`~state_backends.storage.job_directory_name`), as a path or any fsspec URL. A running job publishes there,
+in ``_job.json``, where its driver's REST API answers and with which token (and certificate, in HTTPS);
+``savepoint`` and ``stop`` ask it for the savepoint, wait for it (``--timeout``, default 600 s) and print its URL,
+which ``restore_from`` takes. URL is a job's dashboard address as its log prints it
 (``http://host:8081/#/jobs/<id>``), or the driver's (``http://host:8081``, default ``http://localhost:8081``) when
-one job runs there (:mod:`runtime.tools.rest_commands`). Errors go to stderr, with exit code 2; a directory
-that does not exist is one:
+one job runs there. Every command that talks to a driver does it through its REST API
+(:mod:`runtime.tools.rest_commands`). Errors go to stderr, with exit code 2; a directory that does not exist is
+one:
 
 >>> import contextlib, sys
 >>> with contextlib.redirect_stderr(sys.stdout):
@@ -57,11 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     showing.add_argument("checkpoint_id", nargs="?", help="a checkpoint id, or 'latest' for the newest restorable "
                          "one; without it, DIR is a savepoint's directory or a chk-<n> directory")
     saving = commands.add_parser("savepoint", help="take a savepoint of the job running with this job directory")
-    saving.add_argument("directory")
-    saving.add_argument("--path", help="directory to put the savepoint under (default: the job's default)")
     stopping = commands.add_parser("stop", help="stop the job running with this job directory with a savepoint")
-    stopping.add_argument("directory")
-    stopping.add_argument("--path", help="directory to put the savepoint under (default: the job's default)")
+    for command in (saving, stopping):
+        command.add_argument("directory")
+        command.add_argument("--path", help="directory to put the savepoint under (default: the job's default)")
+        command.add_argument("--timeout", type=float, default=600.0,
+                             help="seconds to wait for the savepoint (default 600)")
     stopping.add_argument("--drain", action="store_true",
                           help="end the input as if exhausted: the final watermark fires every timer and window")
     listing_jobs = commands.add_parser("jobs", help="list the jobs of a driver (its dashboard's URL)")
@@ -108,10 +111,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command in ("savepoint", "stop"):
         from runtime.errors import ChandyError
-        from runtime.tools.job_commands import control_job
+        from runtime.tools import rest_commands
 
         try:
-            print(control_job(args.directory, args.command, path=args.path, drain=getattr(args, "drain", False)))
+            if args.command == "savepoint":
+                print(rest_commands.savepoint(args.directory, args.path, args.timeout))
+            else:
+                print(rest_commands.stop(args.directory, args.path, args.drain, args.timeout))
         except ChandyError as exc:
             print(f"chandy: {exc}", file=sys.stderr)
             return 2

@@ -1,5 +1,6 @@
-"""``chandy jobs``, ``chandy status``, ``chandy cancel`` and ``chandy trigger-checkpoint``: the driver's REST API
-(:mod:`runtime.driver.web`) from a terminal.
+"""The ``chandy`` commands that talk to a running driver, all through its REST API (:mod:`runtime.driver.web`):
+``jobs``, ``status``, ``cancel`` and ``trigger-checkpoint`` given the driver's URL, and ``savepoint`` and ``stop``
+given the job's directory in the checkpoint storage.
 
 URL is the dashboard's address as the job's log line prints it (``http://host:8081/#/jobs/<id>``), or just
 ``http://host:8081`` (then the job is the only one running there), or ``host:port``. Actions (``cancel``,
@@ -16,6 +17,15 @@ prints it (``http://host:8081/?token=...``), or in the environment variable ``CH
 Traceback (most recent call last):
 ...
 runtime.errors.JobControlError: No Chandy dashboard answers at http://127.0.0.1:9 (...): ...
+
+``savepoint`` and ``stop`` need no URL: a running job with checkpointing publishes the REST server's address, its
+token and, in HTTPS, its certificate in ``<job directory>/_job.json`` (whoever can read the job's checkpoints can
+control it); the client pins that certificate rather than trusting any CA, and sends the token only to it.
+
+>>> savepoint("memory://rest-commands-doc/orders")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+runtime.errors.JobControlError: No job of /rest-commands-doc/orders is running with checkpointing: ...
 """
 
 from __future__ import annotations
@@ -23,18 +33,24 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 
-from runtime.errors import JobControlError
+from runtime.errors import CheckpointNotFoundError, JobControlError
 from runtime.settings.units import human_bytes, human_count
+from state_backends.storage import CheckpointStorage
 
-__all__ = ["parse_url", "token_of", "jobs", "status", "cancel", "trigger_checkpoint", "DEFAULT_URL", "TOKEN_ENV"]
+__all__ = ["parse_url", "token_of", "jobs", "status", "cancel", "trigger_checkpoint", "savepoint", "stop",
+           "published_job", "PublishedJob", "DEFAULT_URL", "TOKEN_ENV", "DEFAULT_TIMEOUT_S"]
 
 DEFAULT_URL = "http://localhost:8081"
 TOKEN_ENV = "CHANDY_UI_TOKEN"
+DEFAULT_TIMEOUT_S = 600.0  # how long savepoint, stop and trigger-checkpoint wait for their outcome
+POLL_INTERVAL_S = 0.2
 _JOB_IN_URL = re.compile(r"^(?P<base>.*?)/(?:\?[^#]*)?(?:#/)?jobs/(?P<job>[0-9a-fA-F]+)")
 
 
@@ -55,25 +71,37 @@ def token_of(url: str) -> str | None:
     return urllib.parse.parse_qs(query).get("token", [None])[0] or os.environ.get(TOKEN_ENV) or None
 
 
-def _call(base: str, path: str, method: str = "GET", token: str | None = None) -> dict:
+def _call(base: str, path: str, method: str = "GET", token: str | None = None, body: dict | None = None,
+          context: ssl.SSLContext | None = None, refused: str | None = None) -> dict:
+    """One request; its JSON answer. ``context``: the TLS context of an HTTPS server whose certificate is pinned;
+    ``refused``: what to say when the token is refused (401, 403)."""
     action = method in ("POST", "PATCH")
     headers = {"Content-Type": "application/json"} if action else {}
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(base + path, method=method, data=b"{}" if action else None, headers=headers)
+    data = json.dumps(body or {}).encode() if action else None
+    request = urllib.request.Request(base + path, method=method, data=data, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
+        with urllib.request.urlopen(request, timeout=30, context=context) as answer:
             return json.loads(answer.read() or b"{}")
     except urllib.error.HTTPError as exc:
         try:
             errors = json.loads(exc.read()).get("errors") or [exc.reason]
         except ValueError:
             errors = [str(exc.reason)]
+        if exc.code in (401, 403) and refused is not None:
+            raise JobControlError(f"{refused} ({exc.code}: {'; '.join(errors)})") from None
         hint = (f" For the chandy command: pass the URL with ?token=... as the log prints it, or set {TOKEN_ENV}."
                 if exc.code in (401, 403) else "")
         raise JobControlError(f"{method} {base}{path}: {exc.code} {'; '.join(errors)}{hint}") from None
     except (urllib.error.URLError, OSError) as exc:
-        raise JobControlError(f"No Chandy dashboard answers at {base} ({getattr(exc, 'reason', exc)}): the driver "
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, ssl.SSLError):
+            pinned = " (the certificate in _job.json)" if context is not None else ""
+            raise JobControlError(f"{base} does not present the certificate this client trusts{pinned}: "
+                                  f"{reason}. It is another server than the job's, or another run of the job "
+                                  "replaced it.") from None
+        raise JobControlError(f"No Chandy dashboard answers at {base} ({reason}): the driver "
                               "is not running, or it listens elsewhere (its log says where: 'Chandy dashboard and "
                               "REST API: ...').") from None
     except ValueError:
@@ -148,19 +176,112 @@ def cancel(url: str) -> str:
     return f"Cancelling job {job}."
 
 
-def trigger_checkpoint(url: str, timeout: float = 600.0) -> str:
+def trigger_checkpoint(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> str:
     """Trigger a checkpoint and wait for it: its id once it completed."""
     base, job = _job_id(url)
     trigger = _call(base, f"/jobs/{job}/checkpoints", "POST", token=token_of(url))["request-id"]
+    checkpoint_id = _outcome(base, job, "checkpoints", trigger, timeout, f"The checkpoint of job {job}",
+                             "GET /jobs/<id>/checkpoints lists it", token=token_of(url))["checkpointId"]
+    return f"Checkpoint {checkpoint_id} of job {job} completed."
+
+
+def _outcome(base: str, job: str, kind: str, trigger: str, timeout: float, what: str, where: str,
+             **call) -> dict:
+    """Poll ``/jobs/<job>/<kind>/<trigger>`` until the operation completed: its result, or JobControlError with
+    the failure's cause, or once ``timeout`` passed."""
     deadline = time.monotonic() + timeout
     while True:
-        answer = _call(base, f"/jobs/{job}/checkpoints/{trigger}", token=token_of(url))
+        answer = _call(base, f"/jobs/{job}/{kind}/{trigger}", **call)
         if answer["status"]["id"] == "COMPLETED":
             operation = answer["operation"]
             if "failure-cause" in operation:
-                raise JobControlError(operation["failure-cause"]["stack-trace"])
-            return f"Checkpoint {operation['checkpointId']} of job {job} completed."
+                raise JobControlError(f"{what} failed: {operation['failure-cause']['stack-trace']}")
+            return operation
         if time.monotonic() > deadline:
-            raise JobControlError(f"The checkpoint of job {job} did not complete within {timeout:.0f} s (it may "
-                                  "still: GET /jobs/<id>/checkpoints lists it).")
-        time.sleep(0.2)
+            raise JobControlError(f"{what} did not complete within {timeout:.0f} s (it may still: {where}).")
+        time.sleep(POLL_INTERVAL_S)
+
+
+# -- a job found through its checkpoint storage: chandy savepoint, chandy stop ----------------------------
+
+
+@dataclass(frozen=True)
+class PublishedJob:
+    """What a running job's ``_job.json`` says: its id and name, the REST server's base URL, its token, and the
+    TLS context that pins the server's certificate (None in plain HTTP)."""
+
+    job_id: str
+    job_name: str
+    url: str
+    token: str
+    context: ssl.SSLContext | None
+
+    @property
+    def refused(self) -> str:
+        return (f"The driver at {self.url} refused the token of job '{self.job_name}' ({self.job_id[:8]}) from "
+                "_job.json: another driver answers at that address now, or the file is damaged")
+
+
+def published_job(directory: str) -> PublishedJob:
+    """The job running with job directory ``directory``, as its ``_job.json`` describes it; JobControlError when
+    none runs there, or when it withholds its token."""
+    storage = CheckpointStorage.for_job_directory(directory if "://" in directory else directory.rstrip("/"))
+    try:
+        published = storage.read_job_control()
+    except CheckpointNotFoundError as exc:
+        raise JobControlError(str(exc)) from None
+    name, job_id = published.get("job_name", "?"), str(published.get("job_id", "?"))
+    if "url" not in published:
+        raise JobControlError(f"The _job.json of {storage.job_dir} was written by an older Chandy (it names no "
+                              "REST API): use the chandy command of the version the job runs.")
+    if "token" not in published:
+        raise JobControlError(
+            f"Job '{name}' ({job_id[:8]}): its control endpoint {published['url']} is not encrypted as the job asks "
+            f"({published.get('unencrypted', 'no token published')}), so _job.json holds no token. Use the REST "
+            f"API directly (POST {published['url']}/jobs/{job_id}/savepoints or /stop) with the token from the "
+            "driver's log, knowing that it crosses the network unencrypted, or start the job in a driver process "
+            "whose first job encrypts.")
+    context = None
+    if published.get("certificate"):
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False  # the certificate is pinned: whatever host name it carries, it is the one
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN  # a CA-signed certificate is trusted as itself
+        context.load_verify_locations(cadata=published["certificate"])
+    return PublishedJob(job_id, name, published["url"], published["token"], context)
+
+
+def _savepoint_operation(directory: str, action: str, body: dict, timeout: float) -> str:
+    job = published_job(directory)
+    call = {"token": job.token, "context": job.context, "refused": job.refused}
+    trigger = _call(job.url, f"/jobs/{job.job_id}/{action}", "POST", body=body, **call)["request-id"]
+    what = f"{'Stopping' if action == 'stop' else 'The savepoint of'} job '{job.job_name}' ({job.job_id[:8]})"
+    where = (f"GET {job.url}/jobs/{job.job_id}/savepoints/{trigger} tells, with the token of _job.json; "
+             "chandy checkpoints lists the job's checkpoints")
+    try:
+        return _outcome(job.url, job.job_id, "savepoints", trigger, timeout, what, where, **call)["location"]
+    except JobControlError as exc:
+        if action == "stop" and str(exc).startswith("No Chandy dashboard answers"):
+            under = body.get("targetDirectory") or "the job's savepoint directory"
+            raise JobControlError(f"{what}: the driver stopped answering before it said where the savepoint is "
+                                  f"(its program may have ended with the job): look under {under} for the newest "
+                                  "savepoint-<id>-<hex> directory.") from None
+        raise
+
+
+def _absolute(path: str | None) -> str | None:
+    """The driver resolves paths in its own working directory: a relative one is made absolute here."""
+    return os.path.abspath(path) if path is not None and "://" not in path else path
+
+
+def savepoint(directory: str, path: str | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> str:
+    """Take a savepoint of the job running with job directory ``directory``, under ``path`` (default: the job's
+    savepoint directory); its URL once it completed."""
+    return _savepoint_operation(directory, "savepoints", {"target-directory": _absolute(path), "cancel-job": False},
+                                timeout)
+
+
+def stop(directory: str, path: str | None = None, drain: bool = False, timeout: float = DEFAULT_TIMEOUT_S) -> str:
+    """Stop the job running with job directory ``directory`` with a savepoint under ``path`` (``drain``: the input
+    ends as if exhausted); the savepoint's URL once the job has ended."""
+    return _savepoint_operation(directory, "stop", {"targetDirectory": _absolute(path), "drain": drain}, timeout)

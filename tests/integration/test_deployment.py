@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pyspark
 import pytest
@@ -44,7 +45,7 @@ CLUSTER_JOB = textwrap.dedent("""
     while not master.coordinator.completed_checkpoints():
         time.sleep(0.05)
     registrations = list(master.control.registrations.values())
-    ours = {master.control.address, master.job_control.address} | {(r.host, r.port) for r in registrations}
+    ours = {master.control.address, *master.web_server.addresses} | {(r.host, r.port) for r in registrations}
     ports = listening_ports([os.getpid()] + [r.pid for r in registrations])
     closed = attack(ports, os.path.abspath("code-ran"), ours)
     open("end", "w").close()
@@ -56,6 +57,28 @@ CLUSTER_JOB = textwrap.dedent("""
         and result.restarts == 0
     print("EXACT" if counts == expected else "WRONG", "EXECUTOR_JVMS", len(executors),
           "ATTACK", "HARMLESS" if harmless else f"HARMFUL {ours} {ports} {closed} {result.restarts}", flush=True)
+""")
+
+
+STOPPED_DRIVER = textwrap.dedent("""
+    import os
+    from pyspark.sql import SparkSession
+    from runtime import StreamExecutionEnvironment
+    from operators import DiscardingSink, SequenceSource
+    from tests.integration.paced import FileExists, PacedSource
+
+    spark = (SparkSession.builder.master("local[2]")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.chandy.network.encryption", "true").getOrCreate())
+    env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(2).enable_checkpointing(200)
+    env.get_checkpoint_config().set_checkpoint_storage(os.path.abspath("ck"))
+    # Runs until it is stopped: nobody creates the file "end".
+    numbers = PacedSource(SequenceSource(0, 999_999), per_checkpoint=1_000, end_when=FileExists(os.path.abspath("end")),
+                          together=os.path.abspath("paced"))
+    env.from_source(numbers, "numbers").uid("numbers").sink_to(DiscardingSink()).uid("sink")
+    result = env.execute("stopped-driver")
+    print("ENDED", result.restarts, flush=True)
+    # The program, and with it the driver, ends here: at once after the job.
 """)
 
 
@@ -75,6 +98,45 @@ def test_demo_job_through_spark_submit_with_py_files(tmp_path):
               env={"PYTHONPATH": ""})
     assert out.returncode == 0, out.stdout + out.stderr[-5000:]
     assert "result: exact" in out.stdout
+
+
+def test_chandy_savepoint_and_stop_reach_a_driver_of_its_own_in_https_and_stop_hears_the_savepoint_as_it_exits(
+        tmp_path):
+    """As users run it: the job's program in one process, ``chandy`` in others, finding the driver through the
+    job's directory (``_job.json``); the job encrypts, so the REST API speaks HTTPS with the certificate pinned
+    from there. A stopped job ends its program, which waits until ``chandy stop`` has heard where the savepoint
+    is."""
+    from state_backends.storage import CheckpointStorage
+
+    script = tmp_path / "stopped_driver.py"
+    script.write_text(STOPPED_DRIVER)
+    environment = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=ROOT)
+    driver = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=environment, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    storage = CheckpointStorage("file://" + str(tmp_path / "ck"), "stopped-driver")
+    try:
+        deadline = time.monotonic() + 300
+        while not storage.checkpoint_ids():
+            assert driver.poll() is None, driver.communicate()[1][-5000:]
+            assert time.monotonic() < deadline, "no checkpoint within 300 s"
+            time.sleep(0.2)
+        assert storage.read_job_control()["url"].startswith("https://")
+        taken = run([sys.executable, "-m", "runtime.tools.cli", "savepoint", storage.job_dir], 300, cwd=tmp_path)
+        assert taken.returncode == 0, taken.stderr
+        assert taken.stdout.strip().startswith(storage.default_savepoint_url() + "/savepoint-")
+        stopped = run([sys.executable, "-m", "runtime.tools.cli", "stop", storage.job_dir, "--path", "savepoints"],
+                      300, cwd=tmp_path)
+        assert stopped.returncode == 0, stopped.stderr
+        savepoint = stopped.stdout.strip()
+        assert savepoint.startswith(f"file://{tmp_path}/savepoints/savepoint-"), "a relative path: from the CLI's"
+        assert os.path.exists(os.path.join(savepoint[len("file://"):], "_metadata"))
+        out, err = driver.communicate(timeout=300)
+        assert driver.returncode == 0 and "ENDED 0" in out, out + err[-5000:]
+        assert not os.path.exists(os.path.join(storage.job_dir, "_job.json"))
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.communicate()
 
 
 EXECUTOR_LOSS_JOB = textwrap.dedent("""

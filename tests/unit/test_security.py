@@ -1,15 +1,24 @@
 """Who gets in: the handshake every internal connection opens with, the acceptor that refuses and logs, TLS with a
-job's own certificate, the job-control endpoint, and the settings that turn encryption on."""
+job's own certificate, the driver's REST API as the jobs' control plane (found through ``_job.json``), and the
+settings that turn encryption on."""
 
+import contextlib
 import datetime
+import io
+import json
 import logging
+import os
 import socket
 import threading
+import time
+import urllib.error
+import urllib.request
 
 import pytest
 
-from runtime.driver.job_control import JobControlServer, request
+from runtime.driver.result import JobStatus
 from runtime.driver.security_settings import resolve_encryption
+from runtime.driver.web.server import MAX_BODY_BYTES, DashboardServer
 from runtime.settings import resolve
 from runtime.errors import AuthenticationError, ConfigurationError, JobControlError, ProtocolError
 from runtime.network import acceptor as acceptor_module
@@ -19,6 +28,9 @@ from runtime.network.security import ConnectionSecurity
 from runtime.network.tls import TlsMaterial, job_certificate, material_from_files
 from runtime.protocol.messages import Cancel
 from runtime.protocol.wire import MessageSocket
+from runtime.tools import rest_commands
+from runtime.tools.cli import main as chandy
+from state_backends.storage import CheckpointStorage
 from tests.integration.waiting import wait_for
 from tests.unit.conftest import tls_security
 
@@ -214,30 +226,170 @@ def test_the_handshake_reads_no_more_than_its_fixed_sizes():
 
 
 class _Master:
-    job_id, job_name, status = "ab12cd34", "orders", "RUNNING"
+    """What the REST server asks of a job: its name and state, and the savepoints it is asked for."""
+
+    status = JobStatus.RUNNING
+    ended = False
+    coordinator = object()  # it checkpoints
+
+    def __init__(self, job_id="ab12cd34ef56", job_name="orders"):
+        self.job_id, self.job_name = job_id, job_name
+        self.asked = []
+        self.stopping = threading.Event()  # a stop returns once this is set (once "the job has ended")
 
     def trigger_savepoint(self, path=None):
+        self.asked.append(("savepoint", path))
         return f"file://{path}/savepoint-1"
 
+    def stop_with_savepoint(self, path=None, drain=False):
+        self.asked.append(("stop", path, drain))
+        assert self.stopping.wait(30)
+        return f"file://{path}/savepoint-2"
 
-@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "tls"])
-def test_the_job_control_endpoint_needs_the_token_and_in_tls_its_certificate(encrypted):
+
+def _control_plane(tmp_path, tls=None, dashboard=False, master=None):
+    """A REST server serving ``master`` and the job directory whose _job.json points at it."""
+    master = master or _Master()
+    server = DashboardServer("127.0.0.1", 0, tls=tls, dashboard=dashboard)
+    server.register(master)
+    storage = CheckpointStorage(str(tmp_path / "ck"), master.job_name)
+    storage.publish_job_control(server.describe_for(master))
+    return server, master, storage
+
+
+def _republished(storage, **changes):
+    """The job directory's _job.json with ``changes``."""
+    published = storage.read_job_control()
+    published.update(changes)
+    storage.publish_job_control(published)
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["http", "https"])
+def test_chandy_savepoint_and_stop_reach_the_job_through_job_json_with_its_token_and_pinned_certificate(
+        tmp_path, monkeypatch, encrypted):
     material = tls_security().tls if encrypted else None
-    server = JobControlServer(_Master(), "127.0.0.1", material)
+    server, master, storage = _control_plane(tmp_path, material)
     try:
-        described = server.describe()
-        assert ("certificate" in described) is encrypted
-        answer = request(server.address, described["token"], "savepoint", certificate=described.get("certificate"),
-                         path="/sp")
-        assert answer == {"ok": True, "path": "file:///sp/savepoint-1"}
-        with pytest.raises(JobControlError, match="refused the token"):
-            request(server.address, "0" * 32, "status", certificate=described.get("certificate"))
-        if encrypted:  # a client that does not know the job's certificate gets nowhere
-            with pytest.raises(JobControlError):
-                request(server.address, described["token"], "status",
-                        certificate=job_certificate("another job").certificate)
+        published = storage.read_job_control()
+        assert set(published) == {"job_id", "job_name", "url", "token"} | ({"certificate"} if encrypted else set())
+        assert published["url"] == server.url and server.url.startswith("https://" if encrypted else "http://")
+        assert published["token"] == server.guard.token
+        assert os.stat(os.path.join(storage.job_dir, "_job.json")).st_mode & 0o777 == 0o600, "owner-only"
+        monkeypatch.chdir(tmp_path)
+        assert rest_commands.savepoint(storage.job_dir, "sp") == f"file://{tmp_path}/sp/savepoint-1"
+        assert master.asked == [("savepoint", str(tmp_path / "sp"))], "a relative path is made absolute first"
+        master.stopping.set()
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert chandy(["stop", storage.job_dir, "--path", "/sp", "--drain"]) == 0
+        assert out.getvalue().strip() == "file:///sp/savepoint-2" and master.asked[-1] == ("stop", "/sp", True)
+
+        _republished(storage, token="0" * 32)
+        with pytest.raises(JobControlError, match="refused the token of job 'orders' \\(ab12cd34\\) from _job.json.*403"):
+            rest_commands.savepoint(storage.job_dir)
+        if encrypted:
+            _republished(storage, token=server.guard.token,
+                         certificate=job_certificate("another job").certificate)
+            with pytest.raises(JobControlError, match="does not present the certificate this client trusts "
+                                                      "\\(the certificate in _job.json\\)"):
+                rest_commands.savepoint(storage.job_dir)
+            with pytest.raises((urllib.error.URLError, OSError)):  # no plain HTTP on an HTTPS server
+                urllib.request.urlopen(server.url.replace("https://", "http://") + "/jobs", timeout=30)
+        assert len(master.asked) == 2, "no refused request reached the job"
     finally:
         server.close()
+
+
+def test_without_the_dashboard_every_request_needs_the_token_and_bodies_are_bounded(tmp_path):
+    server, master, storage = _control_plane(tmp_path, dashboard=False)
+    token = server.guard.token
+    try:
+        for path in ("/", "/static/dashboard.js", "/jobs", "/metrics", f"/jobs/{master.job_id}"):
+            assert _status(server.url + path) == 401, path
+        assert _status(server.url + "/jobs", token=token) == 200
+        assert _status(server.url + "/", token=token) == 404, "no page is served"
+        too_large = json.dumps({"target-directory": "x" * MAX_BODY_BYTES}).encode()
+        assert _status(server.url + f"/jobs/{master.job_id}/savepoints", "POST", too_large, token) == 413
+        assert _status(server.url + f"/jobs/{master.job_id}/savepoints", "POST", too_large) == 401
+        assert master.asked == [], "no body was acted on"
+        assert rest_commands.savepoint(storage.job_dir, "/sp") == "file:///sp/savepoint-1"
+    finally:
+        server.close()
+
+
+def test_a_job_without_the_dashboard_on_a_server_with_it_is_seen_only_with_the_token(tmp_path):
+    server = DashboardServer("127.0.0.1", 0)
+    public, private = _Master("aaaa1111", "public"), _Master("bbbb2222", "private")
+    server.register(public)
+    server.register(private, private=True)
+    token = server.guard.token
+    try:
+        listed = json.loads(urllib.request.urlopen(server.url + "/jobs", timeout=30).read())["jobs"]
+        assert [j["id"] for j in listed] == ["aaaa1111"]
+        request = urllib.request.Request(server.url + "/jobs", headers={"Authorization": f"Bearer {token}"})
+        listed = json.loads(urllib.request.urlopen(request, timeout=30).read())["jobs"]
+        assert [j["id"] for j in listed] == ["aaaa1111", "bbbb2222"]
+        assert _status(server.url + "/jobs/bbbb2222/savepoints/0") == 401
+        assert _status(server.url + "/jobs/bbbb2222/savepoints", "POST", b"{}") == 401, "even on loopback alone"
+        assert _status(server.url + "/jobs/bbbb2222/savepoints/0", token=token) == 404, "with it: found, no such id"
+        assert _status(server.url + "/jobs/aaaa1111/savepoints/0") == 404
+        assert _status(server.url + "/") == 200, "the page itself stays open"
+        assert private.asked == []
+    finally:
+        server.close()
+
+
+def test_published_job_json_says_why_the_cli_cannot_act(tmp_path):
+    storage = CheckpointStorage(str(tmp_path / "ck"), "orders")
+    with pytest.raises(JobControlError, match="No job of .* is running with checkpointing"):
+        rest_commands.savepoint(storage.job_dir)
+    storage.publish_job_control({"job_id": "ab12cd34", "job_name": "orders", "url": "http://127.0.0.1:9",
+                                 "unencrypted": "the job encrypts its connections, but ... plain HTTP"})
+    with pytest.raises(JobControlError, match="control endpoint http://127.0.0.1:9 is not encrypted as the job asks "
+                                              ".*Use the REST API directly"):
+        rest_commands.stop(storage.job_dir)
+    storage.publish_job_control({"job_id": "ab12cd34", "job_name": "orders", "url": "http://127.0.0.1:9",
+                                 "token": "t"})
+    with pytest.raises(JobControlError, match="No Chandy dashboard answers at http://127.0.0.1:9"):
+        rest_commands.savepoint(storage.job_dir)
+
+
+def test_an_exiting_driver_waits_until_the_stop_it_was_asked_for_is_collected(tmp_path):
+    server, master, _ = _control_plane(tmp_path)
+    token = server.guard.token
+    try:
+        answer = urllib.request.urlopen(urllib.request.Request(
+            server.url + f"/jobs/{master.job_id}/stop", method="POST", data=b'{"targetDirectory": "/sp"}',
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"}), timeout=30)
+        trigger = json.loads(answer.read())["request-id"]
+        master.stopping.set()  # the job ends, and with it the program: the process exits
+        exiting = threading.Thread(target=server.wait_for_collection, args=(60,))
+        exiting.start()
+        exiting.join(1.0)
+        assert exiting.is_alive(), "the exit waits: nobody has heard where the savepoint is"
+        request = urllib.request.Request(server.url + f"/jobs/{master.job_id}/savepoints/{trigger}",
+                                         headers={"Authorization": f"Bearer {token}"})
+        assert json.loads(urllib.request.urlopen(request, timeout=30).read())["operation"] == {
+            "location": "file:///sp/savepoint-2"}
+        exiting.join(30)
+        assert not exiting.is_alive(), "once the client has it, the exit goes on"
+        started = time.monotonic()
+        server.wait_for_collection(30)
+        assert time.monotonic() - started < 1, "nothing left to collect: no wait"
+    finally:
+        server.close()
+
+
+def _status(url, method="GET", body=None, token=None):
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, method=method, data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
 
 
 def encryption(spark_conf, flink_setting=None):

@@ -12,6 +12,9 @@ configuration calls ``authorization: credentials``), as ``X-Chandy-Token``, or a
   the token stands in for them rather than letting everyone read.
 - The page itself and its scripts (``/`` and ``/static/``) hold no job data and stay open, so that a browser can
   load the page that then asks with the token.
+- Without the dashboard (``spark.chandy.ui.enabled=false``) the server is the checkpointed jobs' control plane
+  alone (:meth:`AccessGuard.for_everything`): every request needs the token, which each job publishes in its
+  ``_job.json``.
 
 >>> guard = AccessGuard("s3cret", actions=True, reads=False)
 >>> guard.check("GET", "/jobs", None) is None
@@ -22,6 +25,8 @@ True
 403
 >>> guard.check("POST", "/jobs/ab12/checkpoints", "s3cret") is None
 True
+>>> AccessGuard.for_everything("s3cret").check("GET", "/", None).status
+401
 """
 
 from __future__ import annotations
@@ -44,11 +49,12 @@ class AccessRefused(Exception):
 class AccessGuard:
     """``token``; whether actions need it; whether reads need it."""
 
-    def __init__(self, token: str, actions: bool, reads: bool, configured: bool = False):
+    def __init__(self, token: str, actions: bool, reads: bool, configured: bool = False, open_page: bool = True):
         self.token = token
         self.actions = actions or reads
         self.reads = reads
         self.configured = configured  # the user chose the token: the log does not print it
+        self.open_page = open_page  # the dashboard's page and scripts need no token
 
     @classmethod
     def for_server(cls, listen_hosts: list[str], token: str | None, require_token: bool) -> "AccessGuard":
@@ -56,6 +62,11 @@ class AccessGuard:
         loopback address."""
         return cls(token or secrets.token_urlsafe(24), not all(is_loopback(h) for h in listen_hosts), require_token,
                    configured=bool(token))
+
+    @classmethod
+    def for_everything(cls, token: str | None) -> "AccessGuard":
+        """The guard of a server without the dashboard: every request needs the token, wherever it listens."""
+        return cls(token or secrets.token_urlsafe(24), True, True, configured=bool(token), open_page=False)
 
     @property
     def needed(self) -> bool:
@@ -65,12 +76,15 @@ class AccessGuard:
         """What to append to the server's URL in the log line: the token for a browser, or where it is set."""
         if not self.needed:
             return ""
-        return "?token=<spark.chandy.ui.token>" if self.configured else f"?token={self.token}"
+        if self.configured:
+            return "?token=<spark.chandy.ui.token>"
+        # Without the dashboard nobody opens the address in a browser: the token stays in the jobs' _job.json.
+        return f"?token={self.token}" if self.open_page else "?token=<the token in a job's _job.json>"
 
     def check(self, method: str, path: str, presented: str | None) -> AccessRefused | None:
         """None when the request may go ahead, else why not (401: no token; 403: a wrong one)."""
         action = method not in ("GET", "HEAD", "OPTIONS")
-        if path == "/" or path.startswith("/static/"):
+        if self.open_page and (path == "/" or path.startswith("/static/")):
             return None
         if not (self.actions if action else self.reads):
             return None
@@ -78,12 +92,18 @@ class AccessGuard:
         if not presented:
             return AccessRefused(401, f"{what} needs the dashboard's token: the driver's log prints it once, in the "
                                       "line 'Chandy dashboard and REST API: http://...?token=...' (or it is "
-                                      "spark.chandy.ui.token). Send it as 'Authorization: Bearer <token>' or "
+                                      "spark.chandy.ui.token), and a job with checkpointing publishes it in its "
+                                      "job directory's _job.json. Send it as 'Authorization: Bearer <token>' or "
                                       "?token=<token>.")
-        if not hmac.compare_digest(presented.encode(), self.token.encode()):
+        if not self.accepts(presented):
             return AccessRefused(403, f"{what}: the token does not match this driver's (the log line 'Chandy "
-                                      "dashboard and REST API: ...' of the driver that runs now has it).")
+                                      "dashboard and REST API: ...' of the driver that runs now has it, and the "
+                                      "_job.json of a job it runs).")
         return None
+
+    def accepts(self, presented: str | None) -> bool:
+        """Whether ``presented`` is the token (compared in constant time)."""
+        return bool(presented) and hmac.compare_digest(presented.encode(), self.token.encode())
 
 
 def presented_token(headers, query) -> str | None:
