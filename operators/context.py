@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from operators.functions import KeyedProcessFunction, RuntimeContext
 from operators.timers import processing_time_ms
@@ -29,6 +29,9 @@ class SubtaskInfo:
     # The checkpoint this run restored (0: a fresh start). Its own checkpoints are numbered after it, so an id an
     # operator records at the end of its input (the first checkpoint that can include it) comes after it too.
     restored_checkpoint_id: int = 0
+    # Called with each queryable state descriptor the operator's functions take (runtime.executor.queryable_state):
+    # the slot routes lookups of it. None where nothing answers lookups (a harness).
+    declare_queryable: Callable[[Any], None] | None = None
 
 
 class OperatorListState:
@@ -99,7 +102,10 @@ class StreamingRuntimeContext(RuntimeContext):
         return self._backend
 
     def get_state(self, state_descriptor):
-        return self._keyed("get_state").get_state(state_descriptor)
+        state = self._keyed("get_state").get_state(state_descriptor)
+        if getattr(state_descriptor, "queryable_name", None) is not None and self._info.declare_queryable is not None:
+            self._info.declare_queryable(state_descriptor)
+        return state
 
     get_list_state = get_state
     get_map_state = get_state

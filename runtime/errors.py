@@ -19,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "ChandyError",
     "AsyncFunctionError",
+    "QueryableStateError",
     "is_retryable",
     "ApiUsageError",
     "UnknownNameError",
@@ -395,6 +396,16 @@ class JobControlError(ChandyError):
     """A running job's control endpoint (``chandy savepoint``, ``chandy stop``) cannot be reached, or refused."""
 
     retryable = False
+
+
+class QueryableStateError(ChandyError):
+    """A lookup of queryable state cannot be answered; ``status``: the HTTP status the REST API answers with."""
+
+    retryable = False
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
 
 
 class AsyncFunctionError(ChandyError):

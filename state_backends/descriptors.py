@@ -48,6 +48,8 @@ class StateDescriptor:
     # Set by enable_time_to_live (PyFlink's descriptors are mutable; ours are frozen but for this one setter).
     # Not compared: a descriptor's equality and hash must not change when its TTL is set after construction.
     ttl_config: StateTtlConfig | None = field(default=None, init=False, compare=False, repr=False)
+    # Set by set_queryable: the name under which the running job answers lookups of this state (REST, client).
+    queryable_name: str | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -62,12 +64,43 @@ class StateDescriptor:
         if not isinstance(ttl_config, StateTtlConfig):
             raise ApiUsageError(f"enable_time_to_live() of state '{self.name}' expects a StateTtlConfig, such as "
                                 f"StateTtlConfig.new_builder(Time.seconds(10)).build(), got {ttl_config!r}.")
+        if self.queryable_name is not None and ttl_config.is_enabled():
+            raise StateUsageError(_QUERYABLE_TTL.format(name=self.name))
         object.__setattr__(self, "ttl_config", ttl_config)
+
+    def set_queryable(self, queryable_state_name: str) -> None:
+        """Let the running job answer lookups of this keyed state by key, under ``queryable_state_name`` (Flink's
+        ``setQueryable``): ``GET /jobs/<id>/state/<name>?key=...`` on the REST API, or
+        :class:`~runtime.tools.queryable_state.QueryableStateClient`. The name must be unique in the job. A lookup
+        is answered between two batches by the subtask that owns the key: consistent for that key, not a snapshot
+        of the whole state.
+
+        >>> descriptor = ValueStateDescriptor("count")
+        >>> descriptor.set_queryable("counts"); descriptor.is_queryable(), descriptor.get_queryable_state_name()
+        (True, 'counts')
+        """
+        if not isinstance(queryable_state_name, str) or not queryable_state_name.strip():
+            raise ApiUsageError(f"set_queryable() of state '{self.name}' needs a non-empty name, got "
+                                f"{queryable_state_name!r}.")
+        if self.has_ttl:
+            raise StateUsageError(_QUERYABLE_TTL.format(name=self.name))
+        object.__setattr__(self, "queryable_name", queryable_state_name)
+
+    def is_queryable(self) -> bool:
+        return self.queryable_name is not None
+
+    def get_queryable_state_name(self) -> str | None:
+        return self.queryable_name
 
     @property
     def has_ttl(self) -> bool:
         """Whether entries of this state expire (a TTL config with update type ``Disabled`` is none)."""
         return self.ttl_config is not None and self.ttl_config.is_enabled()
+
+
+_QUERYABLE_TTL = ("State '{name}' cannot be both queryable and expire (as in Flink: a lookup would have to read, "
+                  "or refresh, entries the task considers gone). Remove set_queryable(...) or "
+                  "enable_time_to_live(...) from its descriptor.")
 
 
 def refuse_ttl(descriptor: StateDescriptor, kind: str) -> None:

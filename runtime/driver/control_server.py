@@ -25,6 +25,7 @@ from runtime.protocol.messages import (
     Heartbeat,
     Message,
     MetricsReport,
+    QueryableStateMessage,
     Register,
     SlotFinished,
 )
@@ -55,9 +56,12 @@ class SlotDisconnected:
 
 class ControlServer:
     def __init__(self, host: str, attempt: Attempt, slots: int, events: queue.Queue, security: ConnectionSecurity,
-                 checkpoint_inbox: queue.Queue | None = None, on_metrics=None, on_all_registered=None):
+                 checkpoint_inbox: queue.Queue | None = None, on_metrics=None, on_all_registered=None,
+                 on_queryable_state=None):
         self.attempt = attempt
         self.on_metrics = on_metrics  # takes each MetricsReport, on the slot's serving thread; must be quick
+        # Takes each QueryableStateMessage (declarations, answers to lookups), on the serving thread; quick too.
+        self.on_queryable_state = on_queryable_state
         # Called once every slot registered (state restored, data server up), before they learn each other's
         # addresses: so before any record flows.
         self.on_all_registered = on_all_registered
@@ -106,6 +110,9 @@ class ControlServer:
                 elif isinstance(message, CheckpointMessage):
                     if self.checkpoint_inbox is not None:  # None: checkpointing is off, nobody listens
                         self.checkpoint_inbox.put(message)
+                elif isinstance(message, QueryableStateMessage):
+                    if self.on_queryable_state is not None:
+                        self.on_queryable_state(message)
                 else:
                     if isinstance(message, SlotFinished):
                         with self._lock:
@@ -169,6 +176,14 @@ class ControlServer:
             heard = {slot: at for slot, at in self._last_heard.items() if slot not in self._finished}
         return [SlotUnresponsive(self.attempt, SlotIndex(slot), round(now - at, 1), timeout_s)
                 for slot, at in sorted(heard.items()) if now - at > timeout_s]
+
+    def send_to(self, slot: int, message: Message) -> None:
+        """Send ``message`` to slot ``slot``; OSError when it is not connected."""
+        with self._lock:
+            conn = self._sockets.get(slot)
+        if conn is None:
+            raise OSError(f"slot {slot} is not connected")
+        conn.send(message)
 
     def broadcast(self, message: Message) -> None:
         with self._lock:

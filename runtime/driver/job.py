@@ -36,6 +36,7 @@ from runtime.driver.launcher import BarrierStage, StageCompleted, StageFailed, r
 from runtime.driver.lifecycle import JobLifecycle
 from runtime.driver.metrics import JobMetrics
 from runtime.driver.progress import ProgressLine
+from runtime.driver.queryable_state import QueryableStateRouter
 from runtime.driver.restore_plan import RestorePoint, newest_restorable, plan_restore
 from runtime.driver.result import JobResult, JobStatus
 from runtime.driver.web import DashboardSettings, dashboard_for
@@ -112,6 +113,8 @@ class JobMaster:
         self.failure_times: list[float] = []  # monotonic seconds of the failures the restart strategy judged
         self.restored_from: list[int | None] = []
         self.unrestorable: set[int] = set()  # checkpoints whose state an executor found corrupt while restoring
+        self.queryable_state = QueryableStateRouter(
+            {node.uid: chain.parallelism for chain in graph.chains for node in chain.operators}, graph.max_parallelism)
         self._outcome: JobResult | BaseException | None = None
         self._done = threading.Event()
         self._started = 0.0
@@ -470,7 +473,8 @@ class JobMaster:
         self.metrics.start_attempt(self.attempt)
         security = ConnectionSecurity.new(self.tls)  # a new secret per attempt: an old attempt's is worth nothing
         self.control = ControlServer(_driver_host(self.spark), self.attempt, graph.slots, self.events, security, inbox,
-                                     self.metrics.on_report, self._slots_running)
+                                     self.metrics.on_report, self._slots_running, self.queryable_state.on_message)
+        self.queryable_state.attach(self.attempt, self.control.send_to)
         if self.coordinator is not None:
             self.coordinator.start_attempt(self.attempt, self.control)
             self.coordinator_loop.wake()
@@ -573,6 +577,7 @@ class JobMaster:
 
     def _stop_everything(self, reason: str) -> None:
         self.control.cancel(Cancel(self.attempt, reason))  # first: the coordinator may wait on storage
+        self.queryable_state.detach(reason)
         self.stage.cancel()
         if self.coordinator is not None:
             self.coordinator.end_attempt(reason)
@@ -589,6 +594,7 @@ class JobMaster:
         self.data_addresses = [(r.host, r.port) for r in registrations.values()]
 
     def _finish(self, blobs: list) -> JobResult:
+        self.queryable_state.detach("the job has finished")
         # Every slot sent its last acks before returning; they are handled once its control connection has
         # been read to the end and the coordinator's inbox drained.
         if not self.control.wait_until_all_disconnected(STAGE_STOP_TIMEOUT_S):

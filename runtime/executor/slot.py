@@ -27,6 +27,7 @@ from operators.context import SubtaskInfo
 from runtime.errors import AuthenticationError, ProtocolError, is_retryable
 from runtime.executor.channel_state import read_channel_state
 from runtime.executor.metrics import metrics_report
+from runtime.executor.queryable_state import SlotQueryableStates
 from runtime.executor.restore import restore_operator
 from runtime.executor.snapshotter import Snapshotter
 from runtime.executor.subtask import OperatorError, SubtaskRunner, SubtaskStatus
@@ -45,9 +46,11 @@ from runtime.protocol.messages import (
     Heartbeat,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
+    QueryState,
     Register,
     SlotFailed,
     SlotFinished,
+    StateAnswer,
     StopSources,
     TriggerCheckpoint,
 )
@@ -81,6 +84,7 @@ class SlotRunner:
         self.slot = slot
         self.host = host
         self.stopped = threading.Event()
+        self.queryables = SlotQueryableStates(attempt, slot, self.send)
         self._done = threading.Condition()
         self._failure: BaseException | None = None  # the first; an OperatorError names its operator
         self._remote_channels: list[RemoteChannel] = []
@@ -109,10 +113,12 @@ class SlotRunner:
                 gate = self.gates[chain.index] = InputGate(channels, debloat_target_s=debloat,
                                                            max_batch=graph.batch_size)
             for node in chain.operators:
+                keyed = getattr(node.operator, "keyed", False)
                 info = SubtaskInfo(node.name, self.slot, chain.parallelism, graph.max_parallelism, self.attempt,
-                                   graph.job_parameters, restored_checkpoint_id=restored_id)
+                                   graph.job_parameters, restored_checkpoint_id=restored_id,
+                                   declare_queryable=self.queryables.declarer(node.uid) if keyed else None)
                 backend = None
-                if getattr(node.operator, "keyed", False):
+                if keyed:
                     backend = graph.state_backend.create_keyed_state_backend(
                         node.uid, graph.max_parallelism,
                         key_group_range(graph.max_parallelism, chain.parallelism, self.slot))
@@ -225,6 +231,8 @@ class SlotRunner:
                     for runner in self.runners:  # an unaligned snapshot may still be recording records in flight
                         if runner.unaligned and runner.barriers is not None and runner.status is SubtaskStatus.RUNNING:
                             runner.barriers.abort_later(message.checkpoint_id)
+                elif isinstance(message, QueryState):
+                    self._route_query(message)
                 elif isinstance(message, NotifyCheckpointComplete):
                     for runner in self.runners:  # finished ones too: they wait for a checkpoint with their end
                         runner.notifications.append(message.checkpoint_id)
@@ -235,6 +243,23 @@ class SlotRunner:
 
     def send(self, message) -> None:
         self.control.send(message)
+
+    def _route_query(self, query: QueryState) -> None:
+        """Hand a lookup of queryable state to the subtask that runs its operator; it answers between batches."""
+        for runner in self.runners:
+            if runner.runs(query.uid):
+                if runner.status is SubtaskStatus.RUNNING:
+                    runner.queries.append(query)
+                    runner.wakeup.set()
+                    if runner.gate is not None:
+                        runner.gate.wake()
+                    return
+                error = (f"subtask {self.slot} of the operator with state '{query.name}' has finished; its state is "
+                         "in the job's final checkpoint (read it with SavepointReader)")
+                break
+        else:
+            error = f"slot {self.slot} runs no operator '{query.uid}'"
+        self.send(StateAnswer(self.attempt, query.request, error=error))
 
     def _beat(self) -> None:
         """Tell the driver this process runs, every heartbeat interval, until the slot stops."""

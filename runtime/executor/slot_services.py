@@ -3,7 +3,7 @@ stop signals and the line to the driver. The subtask sees this, not the whole
 :class:`~runtime.executor.slot.SlotRunner` (its connections, gates and threads are the slot's own business).
 
 >>> sorted(SlotServices.__annotations__), [name for name in vars(SlotServices) if name == "send"]
-(['attempt', 'graph', 'slot', 'snapshotter', 'stop_sources', 'stopped'], ['send'])
+(['attempt', 'graph', 'queryables', 'slot', 'snapshotter', 'stop_sources', 'stopped'], ['send'])
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
+from runtime.executor.queryable_state import SlotQueryableStates
 from runtime.executor.snapshotter import Snapshotter
 from runtime.graph.job_graph import JobGraph
 from runtime.ids import Attempt, SlotIndex
@@ -26,6 +27,7 @@ class SlotServices(Protocol):
     stopped: threading.Event  # set when the slot stops: every subtask ends
     snapshotter: Snapshotter | None  # None without checkpointing; set before any subtask runs
     stop_sources: StopSources | None  # set by the control thread: the job stops with a savepoint
+    queryables: SlotQueryableStates  # the queryable states its functions declared
 
     def send(self, message: Message) -> None:
         """Send ``message`` to the driver."""

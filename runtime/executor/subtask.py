@@ -46,7 +46,8 @@ from runtime.protocol.events import (
     Watermark,
     WatermarkStatus,
 )
-from runtime.protocol.messages import FailurePhase, SubtaskFinished
+from runtime.executor.queryable_state import read_as_json
+from runtime.protocol.messages import FailurePhase, QueryState, StateAnswer, SubtaskFinished
 from runtime.protocol.records import TimestampedBatch, count_records, slice_batch
 
 __all__ = ["SubtaskRunner", "SubtaskStatus", "OperatorError"]
@@ -97,6 +98,8 @@ class SubtaskRunner:
         self.backends = [getattr(op.runtime_context, "keyed_backend", None) for op in self.operators]
         self.triggers: deque = deque()  # checkpoint ids to inject (sources), appended by the control thread
         self.notifications: deque = deque()  # completed checkpoint ids, appended by the control thread
+        self.queries: deque = deque()  # lookups of queryable state (QueryState), appended by the control thread
+        self.uids = {node.uid: index for index, node in enumerate(chain.operators)}
         self.wakeup = threading.Event()  # set by the control thread with each of those (and on cancel)
         self.status = SubtaskStatus.RUNNING
         self.last_checkpoint_id = CheckpointId(0)  # the newest checkpoint this subtask took its state for
@@ -281,6 +284,8 @@ class SubtaskRunner:
                 self._checkpoint(*triggers.popleft())
             if notifications:
                 self._notify(notifications.popleft())
+            if self.queries:
+                self._answer_queries()
             if unaligned and not writer.available():
                 self._await_output()
                 continue
@@ -332,9 +337,12 @@ class SubtaskRunner:
         second_input = self.second_input
         self._replay_channel_state()
         unaligned = self.unaligned
+        queries = self.queries
         while open_channels:
             if notifications:
                 self._notify(notifications.popleft())
+            if queries:
+                self._answer_queries()
             wake = min(next_flush, next_watermarks)
             if timer_operators:
                 wake = min(wake, self._fire_processing_timers(now))
@@ -455,6 +463,8 @@ class SubtaskRunner:
                 raise Cancelled()
             if self.notifications:
                 self._notify(self.notifications.popleft())
+            if self.queries:
+                self._answer_queries()
             if gate is None:
                 if self.triggers:
                     self._checkpoint(*self.triggers.popleft())
@@ -581,6 +591,29 @@ class SubtaskRunner:
         sync_ms = (time.monotonic() - started) * 1000.0
         return SubtaskSnapshot(checkpoint_id, self.chain.index, self.slot.slot, snapshots, sync_ms, alignment_ms,
                                started, self.chain.describe(), final)
+
+    def runs(self, uid: str) -> bool:
+        """Whether operator ``uid`` is in this subtask's chain."""
+        return uid in self.uids
+
+    def _answer_queries(self) -> None:
+        while self.queries:
+            query = self.queries.popleft()
+            self.slot.send(self._answer(query))
+
+    def _answer(self, query: QueryState) -> StateAnswer:
+        """The answer to a lookup of queryable state, read between two batches: what the operator would read."""
+        attempt = self.slot.attempt
+        backend = self.backends[self.uids[query.uid]]
+        declared = self.slot.queryables.find(query.name)
+        if backend is None or declared is None:
+            return StateAnswer(attempt, query.request, error=f"operator '{query.uid}' has no queryable state "
+                                                               f"'{query.name}' in subtask {self.slot.slot}")
+        try:
+            return StateAnswer(attempt, query.request, value_json=read_as_json(backend, declared[1], query.key))
+        except Exception as exc:  # the lookup fails, never the job
+            return StateAnswer(attempt, query.request, error=f"reading state '{query.name}' for key {query.key!r} "
+                                                               f"failed: {type(exc).__name__}: {exc}")
 
     def _notify(self, checkpoint_id: CheckpointId) -> None:
         for backend in self.backends:

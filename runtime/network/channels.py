@@ -337,6 +337,11 @@ class InputGate:
             self._closed = True
             self._cond.notify_all()
 
+    def wake(self) -> None:
+        """End the subtask's wait in :meth:`poll` now (it returns None): it has something else to do."""
+        with self._cond:
+            self._cond.notify_all()
+
 
 class LocalChannel:
     """Producer end of a channel to a consumer in the same slot: lists of records, never serialised."""

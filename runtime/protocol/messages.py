@@ -38,6 +38,10 @@ __all__ = [
     "DeclineCheckpoint",
     "NotifyCheckpointComplete",
     "NotifyCheckpointAborted",
+    "QueryableStateMessage",
+    "QueryableStateRegistered",
+    "QueryState",
+    "StateAnswer",
 ]
 
 
@@ -253,3 +257,42 @@ class NotifyCheckpointAborted(CheckpointMessage):
     """Coordinator -> slots: ``checkpoint_id`` will never complete; drop what was kept for it."""
 
     checkpoint_id: CheckpointId
+
+
+# -- queryable state ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueryableStateMessage(Message):
+    """A message about queryable state (routed to and from the driver's queryable-state router)."""
+
+
+@dataclass(frozen=True)
+class QueryableStateRegistered(QueryableStateMessage):
+    """Slot -> driver: operator ``uid`` declared keyed state ``state`` queryable as ``name`` (once per slot)."""
+
+    slot: SlotIndex
+    uid: str
+    state: str
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class QueryState(QueryableStateMessage):
+    """Driver -> the slot whose subtask owns ``key``: the value of queryable state ``name`` for ``key``."""
+
+    request: int
+    uid: str
+    name: str
+    key: object
+
+
+@dataclass(frozen=True)
+class StateAnswer(QueryableStateMessage):
+    """Slot -> driver: the answer to ``request``: the value as JSON text (``null`` when the key has none), or
+    ``error``, a sentence for the user."""
+
+    request: int
+    value_json: str | None = None
+    error: str | None = None

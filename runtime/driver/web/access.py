@@ -6,7 +6,7 @@ and sends it with every request. A client sends it as ``Authorization: Bearer <t
 configuration calls ``authorization: credentials``), as ``X-Chandy-Token``, or as ``?token=``.
 
 - Actions (cancel, stop, savepoints, checkpoints: anything but GET) need it unless the server listens on the
-  loopback address only.
+  loopback address only; so do lookups of queryable state (``GET /jobs/<id>/state...``), which read a job's data.
 - Reads need it too with ``spark.chandy.ui.requireToken=true``, or when ``spark.acls.enable=true``: Spark's ACLs
   name users, whom Spark identifies with servlet filters (``spark.ui.filters``) that this server does not run, so
   the token stands in for them rather than letting everyone read.
@@ -25,6 +25,8 @@ True
 403
 >>> guard.check("POST", "/jobs/ab12/checkpoints", "s3cret") is None
 True
+>>> guard.check("GET", "/jobs/ab12/state/counts", None).status
+401
 >>> AccessGuard.for_everything("s3cret").check("GET", "/", None).status
 401
 """
@@ -33,10 +35,13 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 import secrets
 import socket
 
 __all__ = ["AccessGuard", "is_loopback", "presented_token"]
+
+_STATE_LOOKUP = re.compile(r"^/jobs/[^/]+/state(/|$)")
 
 
 class AccessRefused(Exception):
@@ -83,7 +88,8 @@ class AccessGuard:
 
     def check(self, method: str, path: str, presented: str | None) -> AccessRefused | None:
         """None when the request may go ahead, else why not (401: no token; 403: a wrong one)."""
-        action = method not in ("GET", "HEAD", "OPTIONS")
+        # A lookup of queryable state reads a job's data, key by key: guarded as an action is.
+        action = method not in ("GET", "HEAD", "OPTIONS") or _STATE_LOOKUP.match(path) is not None
         if self.open_page and (path == "/" or path.startswith("/static/")):
             return None
         if not (self.actions if action else self.reads):

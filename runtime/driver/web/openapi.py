@@ -79,6 +79,16 @@ PATHS: dict[str, dict] = {
         "requestBody": {"required": False, "content": {"application/json": {"schema": {
             "type": "object", "properties": {"targetDirectory": {"type": "string"}, "drain": {"type": "boolean"}}}}}},
         "responses": {"202": _TRIGGERED, "404": _ERROR, "409": _ERROR, "400": _ERROR}}},
+    "/jobs/{job_id}/state": _get("The job's queryable states: name -> operator uid, state name and kind",
+                                 [_JOB], schema={"type": "object", "properties": {"states": {"type": "object"}}}),
+    "/jobs/{job_id}/state/{name}": _get(
+        "The value of a queryable state for one key, read by the subtask that owns the key (null: none)",
+        [_JOB, {"name": "name", "in": "path", "required": True, "schema": {"type": "string"},
+                "description": "The name given to set_queryable()"},
+         {"name": "key", "in": "query", "required": True, "schema": {"type": "string"},
+          "description": "The key: JSON (42, \"eu\", [1, 2] for a tuple) or plain text"}],
+        errors=(400, 404, 409, 500, 503, 504),
+        schema={"type": "object", "properties": {"name": {"type": "string"}, "key": {}, "value": {}}}),
     "/metrics": {"get": {"summary": "Prometheus metrics (text exposition format), names prefixed chandy_",
                          "responses": {"200": {"description": "Metrics",
                                                "content": {"text/plain": {"schema": {"type": "string"}}}}}}},

@@ -34,6 +34,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import errno
+import json
 import logging
 import os
 import sys
@@ -44,12 +45,14 @@ from collections import OrderedDict
 
 from aiohttp import web
 
+from runtime.driver.queryable_state import parse_key
 from runtime.driver.web import api
 from runtime.driver.web.access import AccessGuard, is_loopback, presented_token
 from runtime.driver.web.openapi import openapi_document
 from runtime.driver.web.prometheus import prometheus_text
-from runtime.errors import ChandyError
+from runtime.errors import ChandyError, QueryableStateError
 from runtime.network.tls import TlsMaterial
+from runtime.protocol.json_values import to_json
 
 __all__ = ["DashboardServer", "PORT_ATTEMPTS", "KEPT_ENDED_JOBS", "KEPT_OPERATIONS", "MAX_BODY_BYTES",
            "COLLECTION_GRACE_S"]
@@ -91,6 +94,9 @@ class DashboardServer:
         self._collected = threading.Condition(self._jobs_lock)
         self._readers = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="chandy-web")
         self._actions = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="chandy-web-action")
+        # Lookups of queryable state wait for a subtask's answer: on a pool of their own, so that a stalled
+        # subtask never holds up the dashboard's reads.
+        self._lookups = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="chandy-web-state")
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="chandy-web", daemon=True)
         self._thread.start()
@@ -233,6 +239,8 @@ class DashboardServer:
         app.router.add_post("/jobs/{job_id}/savepoints", json(self._trigger_savepoint, status=202, body=True))
         get("/jobs/{job_id}/savepoints/{trigger_id}", self._operation_handler("savepoint", "location"))
         app.router.add_post("/jobs/{job_id}/stop", json(self._stop, status=202, body=True))
+        get("/jobs/{job_id}/state", json(lambda r: {"states": job(r).queryable_state.states()}))
+        get("/jobs/{job_id}/state/{name}", self._state_lookup)
 
     def _json(self, compute, status: int = 200, body: bool = False):
         """A handler answering ``compute(request)`` (or ``compute(request, body)``) as JSON, computed on a worker
@@ -252,6 +260,25 @@ class DashboardServer:
                 answer = await loop.run_in_executor(self._actions, compute, *arguments)
             return web.json_response(answer, status=status, dumps=_dumps)
         return handler
+
+    async def _state_lookup(self, request: web.Request) -> web.Response:
+        answer = await asyncio.get_running_loop().run_in_executor(self._lookups, self._look_up, request)
+        return web.json_response(answer, dumps=_dumps)
+
+    def _look_up(self, request: web.Request) -> dict:
+        """``GET /jobs/<id>/state/<name>?key=<key>``: the value of queryable state ``name`` for the key, read by the
+        subtask that owns it between two batches (``null``: none)."""
+        master, name = self._job(request), request.match_info["name"]
+        text = request.query.get("key")
+        if text is None:
+            raise api.ApiError(400, f"GET {request.path} needs ?key=<key>: JSON (key=42, key=%22eu%22 for the text "
+                                    "\"eu\", key=[1,2] for a tuple) or plain text (key=eu).")
+        try:
+            key = parse_key(text)
+            value = master.queryable_state.lookup(name, key)
+        except QueryableStateError as exc:
+            raise api.ApiError(exc.status, str(exc)) from None
+        return {"name": name, "key": json.loads(to_json(key)), "value": json.loads(value)}
 
     @web.middleware
     async def _guarded(self, request: web.Request, handler):
