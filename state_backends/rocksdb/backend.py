@@ -1,13 +1,7 @@
 """Keyed state in an embedded RocksDB instance per operator subtask: state larger than memory.
 
-Every state's rows live in one column family, each state under a 4-byte state id: ``state id, key group, key``
-(:mod:`state_backends.rocksdb.keys`), so a state's key-group range is a contiguous key range, and dropping a
-state is one range tombstone. (Flink gives each state a column family of its own. Here a window's panes are a
-state per window, and a job with hundreds of windows open made hundreds of column families: ~10 ms to create or
-drop each, and a checkpoint flushing each into a file of its own, 355 files and 2 s per checkpoint in our windows
-test, against one file here.) A small column family maps each state name to its id, its layout (``whole``: one
-row per key; ``entries``: one row per map entry) and whether its rows carry TTL timestamps, so that the files of
-a checkpoint describe themselves.
+Every state's rows live in one column family, each state under a state id of its own, and a small column family
+describes them (:mod:`state_backends.rocksdb.layout`).
 
 State restored from a snapshot in the portable format (one pickled ``{state: {key: value}}`` per key group, as
 the heap backend writes; what savepoints hold) is loaded one row per key, and takes the layout and TTL format
@@ -65,6 +59,16 @@ from state_backends.rocksdb.db import (
 )
 from state_backends.rocksdb.incremental import NativeManifest, UploadTracker, fetch_files, recovery_directory
 from state_backends.rocksdb.keys import decode_key, encode_key, group_bound, row_prefix, split_row
+from state_backends.rocksdb.layout import (
+    DATA_COLUMN,
+    ENTRIES,
+    META_COLUMN,
+    STATE_ID_BYTES,
+    WHOLE,
+    read_meta,
+    state_id,
+)
+from state_backends.rocksdb.snapshot import RocksDBFullSnapshot
 from state_backends.rocksdb.states import (
     RocksDBAggregatingState,
     RocksDBListState,
@@ -76,14 +80,10 @@ from state_backends.rocksdb.states import (
 )
 from state_backends.ttl import wall_clock_ms
 
-__all__ = ["RocksDBKeyedStateBackend", "Column", "WHOLE", "ENTRIES", "META_COLUMN", "DATA_COLUMN", "read_meta",
-           "state_id", "STATE_ID_BYTES"]
+__all__ = ["RocksDBKeyedStateBackend", "Column",
+           # the layout of the backend's files (state_backends.rocksdb.layout), importable with the backend
+           "WHOLE", "ENTRIES", "META_COLUMN", "DATA_COLUMN", "read_meta", "state_id", "STATE_ID_BYTES"]
 
-WHOLE = "whole"  # one row per key: the pickled value (list, accumulator, ...)
-ENTRIES = "entries"  # one row per map entry
-META_COLUMN = "chandy:meta"  # state name -> pickled (state id, layout, ttl)
-DATA_COLUMN = "chandy:state"  # every state's rows, under their state ids
-STATE_ID_BYTES = 4
 _PREFIX_CACHE_LIMIT = 1 << 20
 _PROTOCOL = 5
 
@@ -98,15 +98,6 @@ _STATE_CLASSES = {
 _TTL_ENTRY = {ValueStateDescriptor: TtlValueState, ReducingStateDescriptor: TtlValueState,
               AggregatingStateDescriptor: TtlValueState, ListStateDescriptor: TtlListState,
               MapStateDescriptor: TtlMapState}
-
-
-def read_meta(meta) -> dict[str, tuple[int, str, bool]]:
-    """``{state name: (state id, layout, ttl)}`` from an instance's meta column family."""
-    return {raw.decode(): pickle.loads(value) for raw, value in meta.items()}
-
-
-def state_id(number: int) -> bytes:
-    return number.to_bytes(STATE_ID_BYTES, "big")
 
 
 @dataclass
@@ -445,8 +436,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         is taken by the asynchronous part (:class:`~state_backends.rocksdb.barrier.BarrierCut`). (``full``: the
         snapshotter writes savepoints and final states whole from the same RocksDB checkpoint.)"""
         self._end_cut()
-        from state_backends.rocksdb.snapshot import RocksDBFullSnapshot
-
         if self._holds_nothing():
             return None
         path = f"{self.directory}-snapshot-{next(self._snapshots)}"

@@ -33,6 +33,7 @@ import pyarrow as pa
 from runtime.errors import CorruptCheckpointError
 from runtime.ids import CheckpointId
 from runtime.protocol.checkpoints import SharedFile
+from state_backends.rocksdb.portable import portable_rows
 from state_backends.storage import uid_directory_name
 
 __all__ = ["MANIFEST_FORMAT", "NativeManifest", "UploadTracker", "recovery_directory", "fetch_files",
@@ -183,8 +184,6 @@ def restore_native_state(storage, checkpoint_id: CheckpointId, manifests: list[b
     """Load the key groups ``owned`` from native (incremental RocksDB) snapshots into ``backend``: a RocksDB backend
     restored at key groups one snapshot covers becomes that snapshot's instance; otherwise (a rescale, or the heap
     backend) each snapshot's files are opened and its rows of ``owned`` loaded in the portable format."""
-    from state_backends.rocksdb.snapshot import portable_rows
-
     manifests = [NativeManifest.from_bytes(payload) for payload in manifests]
     if (len(manifests) == 1 and hasattr(backend, "adopt_native") and backend.is_empty()
             and manifests[0].key_groups[0] <= owned[0] and owned[1] <= manifests[0].key_groups[1]):
