@@ -6,7 +6,7 @@ import collections
 import dataclasses
 import random
 
-from operators import KeyedProcessFunction, ValueStateDescriptor
+from operators import FlatMapFunction, KeyedProcessFunction, ValueStateDescriptor
 from runtime.common import Row, Types
 from runtime.tools.demo import CountPerKey, final_counts  # noqa: F401  (re-exported for the tests)
 
@@ -27,6 +27,17 @@ def assert_counts_continue(pairs, expected) -> None:
         by_key[key].append(count)
     for key, counts in by_key.items():
         assert sorted(counts) == list(range(min(counts), expected[key] + 1)), key
+
+
+class Tokenize(FlatMapFunction):
+    """The word count's tokenizer: ``(word, 1)`` for each word of a line."""
+
+    def flat_map(self, line):
+        for word in line.split():
+            yield word, 1
+
+
+WORD_COUNT = Types.TUPLE([Types.STRING(), Types.INT()])
 
 
 def reference_word_counts(lines) -> dict:

@@ -1,6 +1,7 @@
 """Batch execution mode: the same final result as streaming on bounded input, reached Flink's batch way: each
 key's records together, event-time timers and windows at the end, only final values from a reduce, no
-checkpoints, and a failure runs the job again from the start."""
+checkpoints, and a failure runs the job again from the start. (That the same reduce in STREAMING mode emits every
+running value is tested without Spark, by test harnesses: tests/unit/test_keyed_running_results.py.)"""
 
 import collections
 import random
@@ -45,13 +46,6 @@ def test_a_batch_reduce_emits_each_keys_final_value_only_and_takes_no_checkpoint
     result = env.execute(f"batch-reduce-p{parallelism}")
     assert sorted(result.collected(sink)) == final_counts()
     assert result.checkpoints == []
-
-
-def test_streaming_mode_reaches_the_same_final_values_through_every_running_value(env, tmp_path):
-    sink = word_counts(env, tmp_path, RuntimeExecutionMode.STREAMING, 2)
-    out = env.execute("streaming-reduce").collected(sink)
-    assert len(out) == N
-    assert sorted(max(v for k2, v in out if k2 == k) for k in range(KEYS)) == sorted(c for _, c in final_counts())
 
 
 def test_automatic_mode_with_bounded_sources_runs_as_batch(env, tmp_path):

@@ -1,43 +1,44 @@
-"""Jobs on Spark give exactly the plain-Python answer."""
+"""Jobs on Spark give exactly the plain-Python answer. (The word count's and the count per key's operators are also
+tested without Spark, by test harnesses at parallelism 1 and 2: tests/unit/test_keyed_running_results.py.)"""
 
 import collections
 import dataclasses
 
 import pytest
 
-from operators import CollectSink, FlatMapFunction, MapFunction
+from operators import CollectSink, MapFunction
 from runtime import Types
-from tests.integration.jobs import TEXT, CountPerKey, Reading, final_counts, reference_word_counts
+from tests.integration.jobs import (
+    TEXT,
+    WORD_COUNT,
+    CountPerKey,
+    Reading,
+    Tokenize,
+    final_counts,
+    reference_word_counts,
+)
 
 
-class Tokenize(FlatMapFunction):
-    def flat_map(self, line):
-        for word in line.split():
-            yield word, 1
-
-
-@pytest.mark.parametrize("parallelism", [1, 2, 4])
-def test_word_count(env, parallelism):
-    env.set_parallelism(parallelism)
+def test_word_count_at_parallelism_4(env):
+    env.set_parallelism(4)
     sink = CollectSink("counts")
     (env.from_collection(TEXT)
-        .flat_map(Tokenize(), output_type=Types.TUPLE([Types.STRING(), Types.INT()]))
+        .flat_map(Tokenize(), output_type=WORD_COUNT)
         .key_by(lambda pair: pair[0], key_type=Types.STRING())
         .reduce(lambda a, b: (a[0], a[1] + b[1]))
         .sink_to(sink))
-    result = env.execute(f"word-count-p{parallelism}")
+    result = env.execute("word-count-p4")
     assert final_counts(result.collected(sink)) == reference_word_counts(TEXT)
     assert len(result.collected(sink)) == sum(reference_word_counts(TEXT).values())
 
 
-@pytest.mark.parametrize("parallelism", [1, 2, 4])
-def test_count_per_key(env, parallelism):
-    env.set_parallelism(parallelism)
+def test_count_per_key_at_parallelism_4(env):
+    env.set_parallelism(4)
     sink = CollectSink()
     n, keys = 50_000, 997
     env.from_sequence(0, n - 1).map(lambda x: x % keys, output_type=Types.LONG()) \
         .key_by(lambda x: x).process(CountPerKey()).sink_to(sink)
-    out = env.execute(f"count-per-key-p{parallelism}").collected(sink)
+    out = env.execute("count-per-key-p4").collected(sink)
     assert len(out) == n
     assert final_counts(out) == dict(collections.Counter(x % keys for x in range(n)))
     # every running count 1..final appears exactly once per key: no record lost or duplicated
