@@ -266,6 +266,9 @@ class SubtaskRunner:
         next_flush = time.monotonic() + timeout
         triggers, notifications = self.triggers, self.notifications
         poll_size = min(self.batch_size, 64)  # grows to batch_size within a few iterations if the chain is fast
+        # Records the chain emits per record it reads, smoothed: the consumers' debloated capacity bounds what
+        # one poll may emit, so a selective chain (a filter passing 1%) may read that much more per poll.
+        out_per_in = 1.0
         output_follows_input = all(operator.output_follows_input for operator in self.operators)
         columnar = self.chain.is_columnar_source
         interval = self.watermark_interval
@@ -297,15 +300,21 @@ class SubtaskRunner:
                 self._fire_processing_timers(started)
             # the consumers' debloated batches: no emit that waits long (unless the chain's output is not its input)
             capacity = writer.batch_capacity() if output_follows_input else None
-            if capacity is not None and poll_size > capacity:
-                poll_size = max(1, capacity)
+            if capacity is not None:
+                cap = max(1, int(capacity / out_per_in))
+                if poll_size > cap:
+                    poll_size = cap
             batch = self._call(0, "poll", poll_size)
             if batch is None:
                 # Nothing to read at all finishes too: its final state keeps later checkpoints whole.
                 self._advance_watermark(MAX_WATERMARK, 1)  # the end of a bounded input: every timer fires
                 return
             if batch:
+                emitted = writer.emitted
                 self._push(batch, 1)
+                if capacity is not None and not columnar:
+                    ratio = (writer.emitted - emitted) / len(batch)
+                    out_per_in = 0.8 * out_per_in + 0.2 * min(64.0, max(1 / 64, ratio))
             now = time.monotonic()
             if not batch:
                 self.counters.source_idle_s += now - started

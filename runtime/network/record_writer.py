@@ -378,6 +378,7 @@ class RecordWriter:
         for edge in edges:
             edge.separate_side_outputs = separate_side_outputs
         self._channels = [channel for edge in edges for channel in edge.channels]
+        self.emitted = 0  # batches' records handed to emit (Python records; Arrow batches count as one each)
 
     def available(self) -> bool:
         """Whether every channel can take a batch now (a credit, or room in a local queue). With unaligned
@@ -396,6 +397,7 @@ class RecordWriter:
                 return
 
     def emit(self, records: list) -> None:
+        self.emitted += len(records)
         for edge in self.edges:
             edge.emit(records)
 
