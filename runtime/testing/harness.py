@@ -1,12 +1,13 @@
 """An operator test harness: the operator a job would run, driven one call at a time, without Spark.
 
-Python's counterpart of Flink's ``OneInputStreamOperatorTestHarness``. The harness declares the operator on a
-stream (:mod:`runtime.testing.declared`), so it is the job graph's own operator, and drives it as a subtask does
-(:mod:`runtime.executor.subtask`): set up with its subtask's place, restored before it opens, records in batches,
-the input watermark only when it advances (fired timers emitted before the watermark goes on), processing-time
-timers when the clock reaches them, snapshots between two calls, end of input, close. What the subtask's record
-writer would have sent is collected (:mod:`runtime.testing.output`). Exceptions of the user's function reach the
-test as they are.
+Python's counterpart of Flink's ``OneInputStreamOperatorTestHarness`` and, for the operators of ``connect`` and
+``broadcast``, of its ``TwoInputStreamOperatorTestHarness`` (:meth:`OperatorHarness.for_two_inputs`). The harness
+declares the operator on a stream (:mod:`runtime.testing.declared`), so it is the job graph's own operator, and
+drives it as a subtask does (:mod:`runtime.executor.subtask`): set up with its subtask's place, restored before it
+opens, records in batches, the input watermark only when it advances (fired timers emitted before the watermark
+goes on), processing-time timers when the clock reaches them, snapshots between two calls, end of input, close.
+What the subtask's record writer would have sent is collected (:mod:`runtime.testing.output`). Exceptions of the
+user's function reach the test as they are.
 
 >>> harness = OperatorHarness.for_flat_map(str.split)
 >>> harness.open()
@@ -102,7 +103,7 @@ class OperatorHarness:
         self._clock = ManualClock()
         self._backend = self._create_backend()
         self._output = CollectedOutput()
-        self._input_watermarks = InputWatermarks(1)
+        self._input_watermarks = InputWatermarks(declared.inputs)  # one channel per input: the least of them
         # What the subtask does around process_batch: records that raise set aside on a side output (opt-in), and
         # tuples made Rows where the operator declared a row type.
         isolated = getattr(operator, "isolates_failed_records", False)
@@ -142,6 +143,31 @@ class OperatorHarness:
         ([1, 2], ['x'])
         """
         return cls(declare_operator(build, parallelism, max_parallelism, input_type), subtask_index)
+
+    @classmethod
+    def for_two_inputs(cls, build: Callable[[DataStream, DataStream], DataStream], *, parallelism: int = 1,
+                       subtask_index: int = 0, max_parallelism: int = 128, input_type: TypeInformation | None = None,
+                       second_input_type: TypeInformation | None = None) -> "OperatorHarness":
+        """A harness of the operator of two inputs that ``build`` declares on the two streams it is given
+        (``connect``, ``broadcast``); ``process_element`` and its kin feed the first input, ``process_element2``,
+        ``process_elements2`` and ``process_watermark2`` the second. Its input watermark is the least of the two
+        inputs', as in a job. The harness class follows the operator: :class:`KeyedOperatorHarness` where the first
+        input is keyed (``keyed.connect(...)``, ``connect(...).key_by(...)``).
+
+        >>> from operators.functions import CoMapFunction
+        >>> class Tag(CoMapFunction):
+        ...     def map1(self, value): return "number", value
+        ...     def map2(self, value): return "word", value
+        >>> harness = OperatorHarness.for_two_inputs(lambda numbers, words: numbers.connect(words).map(Tag()))
+        >>> harness.open(); harness.process_element(1); harness.process_element2("to"); harness.output()
+        [('number', 1), ('word', 'to')]
+        >>> harness.process_watermark(10); harness.watermarks()   # the second input holds it back
+        []
+        >>> harness.process_watermark2(7); harness.watermarks()
+        [7]
+        """
+        return cls(declare_operator(build, parallelism, max_parallelism, input_type, inputs=2,
+                                    second_input_type=second_input_type), subtask_index)
 
     @classmethod
     def for_map(cls, function, output_type: TypeInformation | None = None, **placement) -> "OperatorHarness":
@@ -231,8 +257,8 @@ class OperatorHarness:
         self.operator.open()
 
     def end_input(self) -> None:
-        """The input ended: the final watermark fires every event-time timer, then the operator finishes (a
-        processing-time window fires its panes), as at the end of a bounded job.
+        """The input ended (both, for an operator of two inputs): the final watermark fires every event-time timer,
+        then the operator finishes (a processing-time window fires its panes), as at the end of a bounded job.
 
         >>> from runtime.protocol.events import MAX_WATERMARK
         >>> harness = OperatorHarness.for_map(str)
@@ -240,9 +266,10 @@ class OperatorHarness:
         True
         """
         self._require("end_input", Lifecycle.OPEN)
-        advanced = self._input_watermarks.on_end_of_input(0)
-        if advanced is not None:
-            self._advance_watermark(advanced)
+        for channel in range(self._declared.inputs):  # every input ends
+            advanced = self._input_watermarks.on_end_of_input(channel)
+            if advanced is not None:
+                self._advance_watermark(advanced)
         self._emit(self.operator.finish())
         self._lifecycle = Lifecycle.ENDED
 
@@ -265,18 +292,19 @@ class OperatorHarness:
     # -- input -------------------------------------------------------------------------------------------
 
     def process_element(self, record: Any, timestamp: int | None = None) -> None:
-        """One record, with its event timestamp (None: it has none).
+        """One record, with its event timestamp (None: it has none); the first input's, for an operator of two.
 
         >>> harness = OperatorHarness.for_map(lambda x: -x)
         >>> harness.open(); harness.process_element(7, timestamp=100); harness.output_with_timestamps()
         [(-7, 100)]
         """
         self._require("process_element", Lifecycle.OPEN)
-        self._process([record], None if timestamp is None else [timestamp])
+        self._process([record], None if timestamp is None else [timestamp], 1)
 
     def process_elements(self, records: Iterable, timestamps: Iterable[int | None] | None = None) -> None:
         """A batch of records, handed to the operator in one call as a subtask hands it a batch from its input
-        (a window operator folds such a batch in one pass); ``timestamps``: one per record.
+        (a window operator folds such a batch in one pass); ``timestamps``: one per record. The first input's, for
+        an operator of two.
 
         >>> harness = OperatorHarness.for_filter(bool)
         >>> harness.open(); harness.process_elements([0, 1, 2], timestamps=[5, 6, 7])
@@ -284,9 +312,41 @@ class OperatorHarness:
         [(1, 6), (2, 7)]
         """
         self._require("process_elements", Lifecycle.OPEN)
-        self._process(list(records), timestamps)
+        self._process(list(records), timestamps, 1)
 
-    def _process(self, records: list, timestamps: Iterable[int | None] | None) -> None:
+    def process_element2(self, record: Any, timestamp: int | None = None) -> None:
+        """One record of the second input of an operator of two (:meth:`for_two_inputs`).
+
+        >>> OperatorHarness.for_map(str).process_element2("x")
+        Traceback (most recent call last):
+            ...
+        runtime.testing.errors.HarnessError: process_element2(): operator 'Map' has one input: feed it with process_...
+        """
+        self._require_second("process_element2")
+        self._process([record], None if timestamp is None else [timestamp], 2)
+
+    def process_elements2(self, records: Iterable, timestamps: Iterable[int | None] | None = None) -> None:
+        """A batch of records of the second input of an operator of two, in one call.
+
+        >>> from operators.functions import CoFlatMapFunction
+        >>> class Words(CoFlatMapFunction):
+        ...     def flat_map1(self, line): yield from line.split()
+        ...     def flat_map2(self, word): yield word.upper()
+        >>> harness = OperatorHarness.for_two_inputs(lambda lines, words: lines.connect(words).flat_map(Words()))
+        >>> harness.open(); harness.process_elements2(["or", "not"], timestamps=[3, 4])
+        >>> harness.output_with_timestamps()
+        [('OR', 3), ('NOT', 4)]
+        """
+        self._require_second("process_elements2")
+        self._process(list(records), timestamps, 2)
+
+    def _require_second(self, method: str) -> None:
+        if self._declared.inputs != 2:
+            raise HarnessError(f"{method}(): operator '{self._declared.node.name}' has one input: feed it with "
+                               f"{method[:-1]}(); for_two_inputs() harnesses operators of two (connect, broadcast).")
+        self._require(method, Lifecycle.OPEN)
+
+    def _process(self, records: list, timestamps: Iterable[int | None] | None, input_number: int) -> None:
         if timestamps is not None:
             timestamps = list(timestamps)
             if len(timestamps) != len(records) or not all(t is None or type(t) is int for t in timestamps):
@@ -295,29 +355,40 @@ class OperatorHarness:
             records = TimestampedBatch.of(records, timestamps)
         if not records:
             return
-        self._admit(records)
+        self._admit(records, input_number)
         operator = self.operator
-        if self._failed_tag is None:
+        if input_number == 2:  # as a subtask hands its second input's batches on (no failed-records isolation)
+            self._emit(operator.process_batch2(records))
+        elif self._failed_tag is None:
             self._emit(operator.process_batch(records))
         else:
             self._emit(process_isolating_failures(operator.process_batch, records, self._failed_tag, operator.name))
 
-    def _admit(self, records: list) -> None:
+    def _admit(self, records: list, input_number: int) -> None:
         """Refuse records this subtask would never be sent (a keyed harness checks their keys)."""
 
     def process_watermark(self, watermark: int) -> None:
-        """A watermark from the input: if it advances the input watermark, the operator fires the event-time timers
-        and windows due, their records are emitted, then the watermark goes on (a watermark that does not advance
-        changes nothing, as in a job).
+        """A watermark from the input (the first, for an operator of two): if it advances the input watermark, the
+        operator fires the event-time timers and windows due, their records are emitted, then the watermark goes
+        on (a watermark that does not advance changes nothing, as in a job).
 
         >>> harness = OperatorHarness.for_map(str)
         >>> harness.open(); harness.process_watermark(10); harness.process_watermark(5); harness.watermarks()
         [10]
         """
         self._require("process_watermark", Lifecycle.OPEN)
+        self._watermark(watermark, 0)
+
+    def process_watermark2(self, watermark: int) -> None:
+        """A watermark from the second input of an operator of two: the input watermark is the least of the two
+        inputs' (see :meth:`for_two_inputs`)."""
+        self._require_second("process_watermark2")
+        self._watermark(watermark, 1)
+
+    def _watermark(self, watermark: int, channel: int) -> None:
         if type(watermark) is not int:
             raise HarnessError(f"process_watermark({watermark!r}): a watermark is an int of milliseconds.")
-        advanced = self._input_watermarks.on_watermark(0, watermark)
+        advanced = self._input_watermarks.on_watermark(channel, watermark)
         if advanced is not None:
             self._advance_watermark(advanced)
 

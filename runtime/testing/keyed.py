@@ -1,9 +1,11 @@
 """The test harness of keyed operators: the job's operator with a keyed state backend for its subtask's key groups.
 
-Python's counterpart of Flink's ``KeyedOneInputStreamOperatorTestHarness``. The keyed state lives in the heap
-backend (:mod:`state_backends.heap`), made for the key groups the subtask owns (:mod:`runtime.keys.key_groups`)
-as a slot makes it; timers are keyed state too, so a snapshot carries them, and a restore at another parallelism
-moves them with their key groups. A record whose key another subtask owns is refused: a job never sends it there.
+Python's counterpart of Flink's ``KeyedOneInputStreamOperatorTestHarness`` (and, built with ``for_two_inputs``, of
+its ``KeyedTwoInputStreamOperatorTestHarness`` and ``KeyedBroadcastOperatorTestHarness``). The keyed state lives in
+the heap backend (:mod:`state_backends.heap`), made for the key groups the subtask owns
+(:mod:`runtime.keys.key_groups`) as a slot makes it; timers are keyed state too, so a snapshot carries them, and a
+restore at another parallelism moves them with their key groups. A record whose key another subtask owns is
+refused: a job never sends it there.
 
 >>> from operators.functions import KeyedProcessFunction
 >>> from state_backends.descriptors import ValueStateDescriptor
@@ -45,7 +47,9 @@ __all__ = ["KeyedOperatorHarness"]
 class KeyedOperatorHarness(OperatorHarness):
     """Drives a keyed operator: ``KeyedStream.process`` / ``reduce`` / ``window(...)`` and the ``map``,
     ``flat_map``, ``filter`` of a keyed stream whose function declares state. The factories take the key selector
-    (``key_by``'s); :meth:`for_stream` takes any keyed operator, windows included.
+    (``key_by``'s); :meth:`for_stream` takes any keyed operator, windows included, and
+    :meth:`~OperatorHarness.for_two_inputs` the keyed ones of two inputs: a keyed stream connected to a broadcast
+    one (whose records reach every subtask) or two connected streams keyed alike.
 
     >>> from runtime.datastream.window import TumblingEventTimeWindows
     >>> harness = KeyedOperatorHarness.for_stream(
@@ -171,9 +175,9 @@ class KeyedOperatorHarness(OperatorHarness):
         """
         return assign_to_key_group(canonical_key(key), self.max_parallelism) in self.key_groups
 
-    def _admit(self, records: list) -> None:
-        key_of = self._declared.key_selector
-        if key_of is None:
+    def _admit(self, records: list, input_number: int) -> None:
+        key_of = self._declared.key_selectors[input_number - 1]
+        if key_of is None:  # not keyed: a broadcast input reaches every subtask
             return
         groups, max_parallelism = self.key_groups, self.max_parallelism
         for record in records:

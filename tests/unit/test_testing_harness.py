@@ -1,4 +1,5 @@
-"""runtime.testing: the operator test harnesses drive the job's own operators, in-process, without Spark."""
+"""runtime.testing: the operator test harnesses drive the job's own operators, in-process, without Spark: of one
+input and of two (connect, broadcast)."""
 
 import os
 import pickle
@@ -7,15 +8,22 @@ import sys
 
 import pytest
 
-from operators.functions import KeyedProcessFunction, MapFunction, ProcessFunction
+from operators.functions import (
+    CoMapFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
+    KeyedProcessFunction,
+    MapFunction,
+    ProcessFunction,
+)
 from runtime.datastream.window import TumblingEventTimeWindows, TumblingProcessingTimeWindows
-from runtime.errors import ApiUsageError, IncompatibleCheckpointError
+from runtime.errors import ApiUsageError, IncompatibleCheckpointError, StateUsageError
 from runtime.keys.key_groups import subtask_for_key
 from runtime.protocol.events import MAX_WATERMARK
 from runtime.settings.durations import Time
 from runtime.side_outputs import OutputTag
 from runtime.testing import HarnessError, KeyedOperatorHarness, OperatorHarness
-from state_backends.descriptors import ListStateDescriptor, ValueStateDescriptor
+from state_backends.descriptors import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from state_backends.ttl import StateTtlConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -278,6 +286,155 @@ def test_notifications_reach_the_users_function():
     harness.snapshot(checkpoint_id=5)
     harness.notify_checkpoint_complete(5)
     assert committed == [5]
+
+
+# -- two inputs ------------------------------------------------------------------------------------------------
+
+RULES = MapStateDescriptor("limits")
+
+
+class Tag(CoMapFunction):
+    def map1(self, value):
+        return "number", value
+
+    def map2(self, value):
+        return "word", value
+
+
+class OrderPaid(KeyedCoProcessFunction):
+    """An order (input 1) waits 10 ms of event time for its payment (input 2), in state of its key."""
+
+    def open(self, runtime_context):
+        self.order = runtime_context.get_state(ValueStateDescriptor("order"))
+
+    def process_element1(self, order, ctx):
+        self.order.update(order)
+        ctx.timer_service().register_event_time_timer(ctx.timestamp() + 10)
+
+    def process_element2(self, payment, ctx):
+        if self.order.value() is not None:
+            yield "paid", self.order.value()
+            self.order.clear()
+
+    def on_timer(self, timestamp, ctx):
+        if self.order.value() is not None:
+            yield "unpaid", self.order.value()
+
+
+class OverLimit(KeyedBroadcastProcessFunction):
+    """A reading (key, value) is judged against its key's limit, a broadcast rule; one that comes first waits."""
+
+    def open(self, runtime_context):
+        self.waiting = runtime_context.get_list_state(ListStateDescriptor("waiting"))
+
+    def process_element(self, reading, ctx):
+        limit = ctx.get_broadcast_state(RULES).get(reading[0])
+        if limit is None:
+            self.waiting.add(reading)
+        else:
+            yield reading, reading[1] > limit
+
+    def process_broadcast_element(self, rule, ctx):
+        ctx.get_broadcast_state(RULES).put(*rule)
+        judged = []
+
+        def judge(key, waiting):
+            if key == rule[0]:
+                judged.extend((reading, reading[1] > rule[1]) for reading in waiting.get())
+                waiting.clear()
+        ctx.apply_to_keyed_state(ListStateDescriptor("waiting"), judge)
+        yield from judged
+
+
+def over_limit(**placement) -> KeyedOperatorHarness:
+    return KeyedOperatorHarness.for_two_inputs(
+        lambda readings, rules: readings.key_by(lambda r: r[0]).connect(rules.broadcast(RULES)).process(OverLimit()),
+        **placement)
+
+
+def test_each_input_of_a_connected_operator_reaches_its_own_method():
+    harness = OperatorHarness.for_two_inputs(lambda numbers, words: numbers.connect(words).map(Tag()))
+    harness.open()
+    harness.process_elements([1, 2], timestamps=[5, 6])
+    harness.process_element2("to", timestamp=7)
+    assert harness.output_with_timestamps() == [(("number", 1), 5), (("number", 2), 6), (("word", "to"), 7)]
+
+
+def test_the_watermark_of_two_inputs_is_the_least_of_theirs_and_both_end_at_the_end():
+    harness = KeyedOperatorHarness.for_two_inputs(
+        lambda orders, payments: orders.connect(payments).key_by(lambda o: o, lambda p: p).process(OrderPaid()))
+    harness.open()
+    harness.process_elements([1, 2], timestamps=[100, 100])
+    harness.process_element2(1, timestamp=105)  # the same key's state: order 1 is paid
+    harness.process_watermark(200)
+    assert harness.output() == [("paid", 1)] and harness.watermarks() == []  # the payments' input holds it back
+    harness.process_watermark2(109)
+    assert harness.output()[1:] == [] and harness.watermarks() == [109]
+    harness.process_watermark2(110)  # order 2's timer, shared by both inputs of its key
+    assert harness.output()[1:] == [("unpaid", 2)] and harness.watermarks() == [109, 110]
+    harness.end_input()
+    assert harness.watermarks()[-1] == MAX_WATERMARK
+
+
+def test_broadcast_rules_reach_every_key_of_a_keyed_operator_and_its_keyed_state():
+    harness = over_limit()
+    harness.open()
+    harness.process_elements([("a", 5), ("b", 9)])  # before their rules: they wait in keyed state
+    harness.process_element2(("a", 4))
+    assert harness.output() == [(("a", 5), True)] and harness.keyed_state("waiting") == {"b": [("b", 9)]}
+    harness.process_elements2([("b", 10)])
+    harness.process_element(("a", 3))
+    assert harness.output()[1:] == [(("b", 9), False), (("a", 3), False)]
+
+
+def test_broadcast_state_is_read_only_where_records_of_the_keyed_input_are_processed():
+    class WritesRules(KeyedBroadcastProcessFunction):
+        def process_element(self, value, ctx):
+            ctx.get_broadcast_state(RULES).put("oops", value)
+
+        def process_broadcast_element(self, value, ctx):
+            yield value
+
+    harness = KeyedOperatorHarness.for_two_inputs(
+        lambda records, rules: records.key_by(len).connect(rules.broadcast(RULES)).process(WritesRules()))
+    harness.open()
+    with pytest.raises(StateUsageError, match="read-only in process_element"):
+        harness.process_element("x")
+
+
+def test_broadcast_state_is_restored_whole_to_every_subtask_at_another_parallelism():
+    old = [over_limit(parallelism=2, subtask_index=s) for s in range(2)]
+    for harness in old:
+        harness.open()
+        harness.process_elements2([(key, 10) for key in KEYS])  # every subtask gets every rule
+    snapshots = [harness.snapshot(checkpoint_id=1) for harness in old]
+    for subtask in range(3):
+        new = over_limit(parallelism=3, subtask_index=subtask)
+        new.restore(*snapshots)
+        new.open()
+        owned = [key for key in KEYS if new.owns_key(key)]
+        new.process_elements([(key, 11) for key in owned])
+        assert owned and new.output() == [((key, 11), True) for key in owned], f"subtask {subtask} has the rules"
+
+
+def test_a_record_of_a_keyed_second_input_that_another_subtask_owns_is_refused():
+    harness = KeyedOperatorHarness.for_two_inputs(
+        lambda orders, payments: orders.connect(payments).key_by(lambda o: o, lambda p: p).process(OrderPaid()),
+        parallelism=2, subtask_index=0)
+    harness.open()
+    foreign = next(key for key in KEYS if subtask_for_key(key, 128, 2) == 1)
+    with pytest.raises(HarnessError, match=rf"key '{foreign}' .*which subtask 1 of 2 owns"):
+        harness.process_element2(foreign)
+
+
+def test_a_harness_of_one_input_or_two_refuses_an_operator_of_the_other_count():
+    with pytest.raises(HarnessError, match=r"'Co-Map' has 2 input\(s\), and a harness of 1 was asked for: "
+                                           r"for_two_inputs\(\) drives"):
+        OperatorHarness.for_stream(lambda ds: ds.connect(ds).map(Tag()))
+    with pytest.raises(HarnessError, match=r"'Map' has 1 input\(s\), and a harness of 2 was asked for"):
+        OperatorHarness.for_two_inputs(lambda first, second: first.map(str))
+    with pytest.raises(HarnessError, match=r"process_watermark2\(\): operator 'Map' has one input"):
+        OperatorHarness.for_map(str).process_watermark2(1)
 
 
 # -- errors ----------------------------------------------------------------------------------------------------
