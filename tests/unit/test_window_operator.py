@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.windows import Count  # the aggregate the windowed benchmark counts with
 from operators.context import SubtaskInfo
 from operators.window import (
     CountTrigger,
@@ -23,7 +24,6 @@ from runtime.keys.key_groups import key_group_range
 from runtime.protocol.events import MAX_WATERMARK
 from runtime.protocol.records import TimestampedBatch
 from runtime.side_outputs import OutputTag, SideOutputRecord
-from state_backends.descriptors import AggregateFunction
 from state_backends.heap import HeapKeyedStateBackend
 
 KEYS = 3
@@ -104,20 +104,6 @@ def test_tumbling_and_sliding_reduce_and_aggregate_match_the_reference_without_l
 
         op = WindowOperator("w", key_of, assigner, contents=Aggregate(Count()))
         assert sorted(run(op, events, batch, bound)) == sorted((len(v), e - 1) for (k, s, e), v in panes.items())
-
-
-class Count(AggregateFunction):
-    def create_accumulator(self):
-        return 0
-
-    def add(self, value, accumulator):
-        return accumulator + 1
-
-    def get_result(self, accumulator):
-        return accumulator
-
-    def merge(self, a, b):
-        return a + b
 
 
 class Sessions(ProcessWindowFunction):
