@@ -6,8 +6,14 @@ directory with ``"latest"`` or an id) and reads an operator's state the way a re
 the operator is loaded into a heap backend by the runtime's own restore code, whichever backend wrote it (heap,
 incremental heap, RocksDB's native files), so the reader never parses a file format of its own. Keyed state comes
 as a table of ``key`` and ``value`` (and ``key_group`` on request): list state as the list, map state as the dict
-of each key. Columns are Arrow types inferred from the values; values Arrow cannot hold (objects of your classes,
-mixed types) come as their pickled bytes, in a column named ``value_pickled`` (or ``key_pickled``).
+of each key; a state with a time-to-live as the value itself beside its ``last_access_ms``. Columns are Arrow types
+inferred from the values; values Arrow cannot hold (objects of your classes, mixed types) come as their pickled bytes,
+in a column named ``value_pickled`` (or ``key_pickled``).
+
+Timers and window contents are keyed state too, in internal states (:mod:`operators.timers`,
+:mod:`operators.window`), which ``keyed_state`` reads as they are stored; ``timers(uid)`` and
+``window_contents(uid)`` read them as tables of their own (Flink's reader reads them through a
+``KeyedStateReaderFunction``'s context and ``SavepointReader.window(...)``).
 
 >>> import pyarrow as pa
 >>> _column("value", [1, 2, None])
@@ -28,6 +34,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from operators.timers import EVENT_TIMERS, PROCESSING_TIMERS
+from operators.window.aligned import _ALIGNED  # the window operator's state names: one source of truth
+from operators.window.evictors import TimestampedValue
+from operators.window.operator import _CONTENTS, _MERGING
+from operators.window.windows import GlobalWindow, TimeWindow, Window
 from runtime.errors import UnknownNameError
 from runtime.executor.restore import operator_lists, restore_operator
 from runtime.ids import CheckpointId
@@ -42,14 +53,22 @@ __all__ = ["SavepointReader", "OperatorInfo"]
 
 @dataclass(frozen=True)
 class OperatorInfo:
-    """An operator of the checkpoint: its ``uid``, ``name`` and ``parallelism``, whether it has keyed state and
-    operator (list) state, and the names of its keyed states (internal ones, such as timers, start with ``__``)."""
+    """An operator of the checkpoint: its ``uid``, ``name`` and ``parallelism``, the names of its keyed states
+    (internal ones too: timers start with ``__``, window contents with ``window/``) and of its operator (list)
+    states; ``has_timers``: timers are registered (read them with ``timers(uid)``); ``has_windows``: windows hold
+    contents (``window_contents(uid)``).
+
+    >>> OperatorInfo("count", "Count", 2, ("count",), ()).has_timers
+    False
+    """
 
     uid: str
     name: str
     parallelism: int
     keyed_states: tuple[str, ...]
     operator_states: tuple[str, ...]
+    has_timers: bool = False
+    has_windows: bool = False
 
 
 class SavepointReader:
@@ -84,21 +103,145 @@ class SavepointReader:
             keyed = tuple(sorted(self._backend(state.uid).state_names())) if self._keyed_handles(state) else ()
             operator = tuple(sorted(self._operator_lists(state.uid))) if self._operator_handles(state) else ()
             if keyed or operator:
-                found.append(OperatorInfo(state.uid, state.name, state.parallelism, keyed, operator))
+                found.append(OperatorInfo(state.uid, state.name, state.parallelism, keyed, operator,
+                                          has_timers=EVENT_TIMERS in keyed or PROCESSING_TIMERS in keyed,
+                                          has_windows=any(_is_window_state(name) for name in keyed)))
         return found
 
     def keyed_state(self, uid: str, name: str, key_groups: bool = False) -> pa.Table:
         """The keyed state ``name`` of operator ``uid``: one row per key, ``key`` and ``value`` (with
-        ``key_groups``, a ``key_group`` column first), ordered by key group."""
+        ``key_groups``, a ``key_group`` column first), ordered by key group.
+
+        A state with a time-to-live has a third column, ``last_access_ms``: the processing time (epoch ms) of the
+        entry's last access, as its expiry counts it: a number for value, reducing and aggregating state, one per
+        element for list state (a list beside the list), one per map key for map state (a dict beside the dict);
+        ``value`` is the value itself. Entries expired since the checkpoint are included: a snapshot leaves out
+        what had expired at its barrier, but the reader does not know the job's clock or the state's time-to-live
+        (a checkpoint does not record it), so whether an entry is still live is yours to judge
+        (``last_access_ms + ttl <= now`` has expired)."""
         backend = self._backend(uid)
         if name not in backend.state_names():
             known = sorted(backend.state_names())
             raise UnknownNameError(f"Operator '{uid}' of checkpoint {self.checkpoint_id} has no keyed state '{name}': "
                                    f"its keyed states are {known}.")
         rows = sorted(backend.raw_entries(name), key=lambda row: row[0])
-        columns = [_column("key", [key for _, key, _ in rows]), _column("value", [value for _, _, value in rows])]
+        values = [value for _, _, value in rows]
+        columns = [_column("key", [key for _, key, _ in rows])]
+        if _has_ttl(backend, name):
+            unwrapped = [_untimed(entry) for entry in values]
+            columns += [_column("value", [value for value, _ in unwrapped]),
+                        _column("last_access_ms", [times for _, times in unwrapped])]
+        else:
+            columns.append(_column("value", values))
         if key_groups:
-            columns.insert(0, ("key_group", pa.array([group for group, _, _ in rows], pa.int32())))
+            columns.insert(0, _key_group_column(group for group, _, _ in rows))
+        return pa.table(dict(columns))
+
+    def timers(self, uid: str, key_groups: bool = False) -> pa.Table:
+        """The timers registered in operator ``uid`` and not fired yet: one row per timer, ``key``, ``timestamp``
+        (ms: event time for ``kind`` ``"event"``, epoch processing time for ``"processing"``), ordered by key group
+        (with ``key_groups``, a ``key_group`` column first), then timestamp; at one time, event timers first.
+
+        A timer of a window operator belongs to a window, named by the columns ``window_contents`` names its
+        windows by (``window_start`` and ``window_end`` for time windows); another operator's timers that carry
+        a namespace (an interval join's) have it in a ``namespace`` column. An operator without timers gives an
+        empty table. Timers are stored as keyed state, ``__timers__/event`` and ``__timers__/processing``: each
+        key's ``{(timestamp, namespace): None}`` (:mod:`operators.timers`), so they read from every backend.
+
+        >>> from runtime.state_api import SavepointWriter
+        >>> path = (SavepointWriter.new_savepoint(128)     # timers written as a timer service stores them
+        ...         .with_keyed_state("alerts", "__timers__/event", {"ann": {(900, None): None, (300, None): None}})
+        ...         .with_keyed_state("alerts", "__timers__/processing", {"bob": {(1_700_000_000_000, None): None}})
+        ...         .write("memory://state-reader-doc/timers"))
+        >>> reader = SavepointReader.read(path)
+        >>> [op.has_timers for op in reader.operators()]
+        [True]
+        >>> for row in reader.timers("alerts").to_pylist(): print(row)
+        {'key': 'ann', 'timestamp': 300, 'kind': 'event'}
+        {'key': 'ann', 'timestamp': 900, 'kind': 'event'}
+        {'key': 'bob', 'timestamp': 1700000000000, 'kind': 'processing'}
+        """
+        backend = self._backend(uid)
+        rows = []  # (key group, timestamp, kind, key, namespace)
+        for kind, name in (("event", EVENT_TIMERS), ("processing", PROCESSING_TIMERS)):
+            for group, key, registered in backend.raw_entries(name):
+                rows.extend((group, timestamp, kind, key, namespace) for timestamp, namespace in registered)
+        rows.sort(key=lambda row: (row[0], row[1]))  # stable: event timers before processing ones at one time
+        columns = [_column("key", [row[3] for row in rows]),
+                   ("timestamp", pa.array([row[1] for row in rows], pa.int64())),
+                   ("kind", pa.array([row[2] for row in rows], pa.string()))]
+        namespaces = [row[4] for row in rows]
+        if any(namespace is not None for namespace in namespaces):
+            if all(isinstance(namespace, Window) for namespace in namespaces):
+                columns += _window_columns(namespaces)
+            else:
+                columns.append(_column("namespace", namespaces))
+        if key_groups:
+            columns.insert(0, _key_group_column(row[0] for row in rows))
+        return pa.table(dict(columns))
+
+    def window_contents(self, uid: str, key_groups: bool = False) -> pa.Table:
+        """What the windows of window operator ``uid`` hold: one row per key and window, ordered by key group (with
+        ``key_groups``, a ``key_group`` column first), then window. A window is there from its first element until
+        its contents are cleared: at its cleanup time (its end, plus the allowed lateness: a window that fired is
+        kept that long for late elements), or when its trigger purges it (count windows do).
+
+        The window: ``window_start`` and ``window_end`` (ms, the end exclusive) for time windows (tumbling, sliding,
+        session: a session is the merged window, as its function would see it); ``window`` ``"global"`` for the
+        one window of each key of ``GlobalWindows`` and count windows (``count_window``: the elements counted so
+        far); any other window in ``window``, pickled if Arrow cannot hold it. The contents, as the operator
+        stores them: ``value``, the pane's accumulated value of a ``reduce`` (the reduction so far) or an
+        ``aggregate`` (its accumulator: ``get_result`` is not applied, the reader has no function); or
+        ``elements``, the list of a process or apply window function's elements, in their order of arrival (with
+        an evictor, their timestamps in ``element_timestamps``). Which of the two is told by what is stored: panes
+        that are all lists are ``elements``, so a reduce whose values are lists reads as ``elements`` too.
+
+        Both of the operator's layouts read: its general one (``window/contents``: each key's ``{window: pane}``,
+        and ``window/merging-windows`` for sessions) and the aligned one of tumbling and sliding event-time windows
+        with ``reduce`` or ``aggregate`` (``window/aligned/<start>/<end>``: a value state per window). An operator
+        without windows holding contents gives an empty table.
+
+        >>> from runtime.state_api import SavepointWriter
+        >>> path = (SavepointWriter.new_savepoint(128)     # panes written as aligned windows store them
+        ...         .with_keyed_state("clicks", "window/aligned/60000/120000", {"ann": 3})
+        ...         .with_keyed_state("clicks", "window/aligned/0/60000", {"ann": 5, "bob": 1})
+        ...         .write("memory://state-reader-doc/windows"))
+        >>> reader = SavepointReader.read(path)
+        >>> for row in reader.window_contents("clicks").to_pylist(): print(row)
+        {'key': 'ann', 'window_start': 0, 'window_end': 60000, 'value': 5}
+        {'key': 'ann', 'window_start': 60000, 'window_end': 120000, 'value': 3}
+        {'key': 'bob', 'window_start': 0, 'window_end': 60000, 'value': 1}
+        """
+        backend = self._backend(uid)
+        state_windows: dict = {}  # key -> {state window: window}, of merging (session) windows
+        for _, key, mapping in backend.raw_entries(_MERGING):
+            state_windows[key] = {state_window: window for window, state_window in mapping.items()}
+        general = []  # (key group, key, window, pane)
+        for group, key, panes in backend.raw_entries(_CONTENTS):
+            merged = state_windows.get(key, {})
+            general.extend((group, key, merged.get(window, window), pane) for window, pane in panes.items())
+        aligned = []
+        for name in backend.state_names():
+            if name.startswith(_ALIGNED):
+                start, end = (int(part) for part in name[len(_ALIGNED):].split("/"))
+                window = TimeWindow(start, end)
+                aligned.extend((group, key, window, value) for group, key, value in backend.raw_entries(name))
+        # A pane of Elements is a list (aligned panes never are: they are reduce or aggregate accumulators).
+        elements = bool(general) and not aligned and all(type(pane) is list for *_, pane in general)
+        rows = general + aligned
+        rows.sort(key=lambda row: (row[0], _window_order(row[2])))
+        columns = [_column("key", [row[1] for row in rows]), *_window_columns([row[2] for row in rows])]
+        panes = [row[3] for row in rows]
+        if elements:
+            timed = any(type(element) is TimestampedValue for pane in panes for element in pane)
+            columns.append(_column("elements", [[_plain(element) for element in pane] for pane in panes]))
+            if timed:
+                columns.append(_column("element_timestamps", [[element.timestamp for element in pane]
+                                                              for pane in panes]))
+        else:
+            columns.append(_column("value", panes))
+        if key_groups:
+            columns.insert(0, _key_group_column(row[0] for row in rows))
         return pa.table(dict(columns))
 
     def operator_state(self, uid: str, name: str) -> pa.Table:
@@ -182,6 +325,63 @@ def _restored(storage, checkpoint_id: CheckpointId, max_parallelism: int, uid: s
     backend = HeapKeyedStateBackend(max_parallelism, KeyGroupRange(*key_groups), operator_uid=uid)
     restore_operator(storage, RestoreSpec(checkpoint_id, tuple(handles), (), key_groups), None, backend, 0, 1)
     return backend
+
+
+def _key_group_column(groups) -> tuple[str, pa.Array]:
+    return "key_group", pa.array(list(groups), pa.int32())
+
+
+def _is_window_state(name: str) -> bool:
+    """Whether ``name`` holds a window operator's panes (either layout)."""
+    return name == _CONTENTS or name.startswith(_ALIGNED)
+
+
+def _has_ttl(backend: HeapKeyedStateBackend, name: str) -> bool:
+    """Whether state ``name`` was restored in the time-to-live format (``TTL_FORMAT``: entries with last-access
+    times). The backend records it for a state restored so and not declared, which the reader never does; it has no
+    public accessor, so this reads its record."""
+    return name in backend._ttl_restored
+
+
+def _untimed(entry) -> tuple:
+    """``(value, last access)`` of an entry stored with a time-to-live (:mod:`state_backends.heap.ttl_states`):
+    a value, reducing or aggregating state's ``(value, t)``; a list state's ``[(element, t), ...]`` gives the
+    list and the list of times; a map state's ``{k: (v, t)}`` the dict and the dict of times.
+
+    >>> _untimed(("v", 5)), _untimed([("a", 1), ("b", 2)]), _untimed({"k": ("v", 3)})
+    (('v', 5), (['a', 'b'], [1, 2]), ({'k': 'v'}, {'k': 3}))
+    """
+    if type(entry) is list:
+        return [element for element, _ in entry], [time for _, time in entry]
+    if type(entry) is dict:
+        return {k: value for k, (value, _) in entry.items()}, {k: time for k, (_, time) in entry.items()}
+    value, time = entry
+    return value, time
+
+
+def _window_columns(windows: list) -> list[tuple[str, pa.Array]]:
+    """The columns naming ``windows``: ``window_start`` and ``window_end`` for time windows, ``window`` otherwise
+    (``"global"`` for the global window; other windows as Arrow holds them, or pickled).
+
+    >>> from operators.window.windows import GlobalWindow, TimeWindow
+    >>> [name for name, _ in _window_columns([TimeWindow(0, 10)])], _window_columns([GlobalWindow.get()])[0][0]
+    (['window_start', 'window_end'], 'window')
+    """
+    if all(type(window) is TimeWindow for window in windows):
+        return [("window_start", pa.array([window.start for window in windows], pa.int64())),
+                ("window_end", pa.array([window.end for window in windows], pa.int64()))]
+    if all(type(window) is GlobalWindow for window in windows):
+        return [("window", pa.array(["global"] * len(windows), pa.string()))]
+    return [_column("window", windows)]
+
+
+def _window_order(window) -> tuple:
+    return (window.start, window.end) if type(window) is TimeWindow else ()
+
+
+def _plain(element):
+    """An element of a pane without the timestamp an evictor's pane keeps with it."""
+    return element.value if type(element) is TimestampedValue else element
 
 
 def _column(name: str, values: list) -> tuple[str, pa.Array]:
