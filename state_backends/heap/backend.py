@@ -419,7 +419,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         dropped = self._tables.pop(state_name, None)
         if dropped and self._changed is not None:
             self._changed.update(dropped)
-        self._states.pop(state_name, None)
+        state = self._states.pop(state_name, None)
+        if isinstance(state, HeapValueState):
+            state._groups = {}  # a handle kept past the drop takes the general path, which refuses it
         self._descriptors.pop(state_name, None)
         self._ttl_states.pop(state_name, None)
         self._ttl_restored.discard(state_name)

@@ -43,14 +43,31 @@ class _HeapState:
 
 
 class HeapValueState(_HeapState, ValueState):
+    """The keyed access every record of a keyed job makes: one dict lookup for the current key group's table,
+    one for the key. Anything else (no table yet, a key group a snapshot must copy first, no current key) takes
+    the backend's general path."""
+
+    def __init__(self, backend, descriptor):
+        super().__init__(backend, descriptor)
+        self._groups = backend._tables.setdefault(descriptor.name, {})  # key group -> {key: value}
+
     def value(self) -> Any:
-        return self._get()
+        backend = self._backend
+        table = self._groups.get(backend._current_group_id)
+        if table is None:
+            return self._get()
+        return table.get(backend.current_key)
 
     def update(self, value: Any) -> None:
         if value is None:
             self.clear()
-        else:
+            return
+        backend = self._backend
+        table = self._groups.get(backend._current_group_id)
+        if table is None:
             self._set(value)
+        else:
+            table[backend.current_key] = value
 
 
 class HeapListState(_HeapState, ListState):
