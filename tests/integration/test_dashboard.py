@@ -10,13 +10,22 @@ import io
 import json
 import os
 import threading
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from operators import CollectSink, SequenceSource, TumblingEventTimeWindows, WatermarkStrategy
+from operators import (
+    CollectSink,
+    SequenceSource,
+    Source,
+    SourceReader,
+    TumblingEventTimeWindows,
+    WatermarkStrategy,
+    WindowFunction,
+)
 from runtime import RestartStrategies, StreamExecutionEnvironment
 from runtime.driver.checkpoint_history import HISTORY_SIZE
 from runtime.errors import JobCancelledError
@@ -371,9 +380,48 @@ def test_the_dashboard_in_chromium_shows_the_graph_and_live_panels_then_the_fina
     assert os.path.getsize(tmp_path / "dashboard-running.png") > 10_000
 
 
-def test_late_records_dropped_are_counted(spark, tmp_path):
-    from tests.integration.test_windows import OnTimeThenLate, ReleaseOnFirstResult
+class OnTimeThenLate(Source):
+    """One subtask: ``first`` records, then holds until ``release`` exists, then ``then`` records."""
 
+    parallel = False
+
+    def __init__(self, first, then, release):
+        self.first, self.then, self.release = first, then, release
+
+    def create_reader(self, subtask_index, parallelism):
+        return _TwoPhaseReader(self.first, self.then, self.release)
+
+
+class _TwoPhaseReader(SourceReader):
+    def __init__(self, first, then, release):
+        self.first, self.then, self.release = first, then, release
+        self.phase = 0
+
+    def poll(self, max_records):
+        if self.phase == 0:
+            self.phase = 1
+            return list(self.first)
+        if self.phase == 1:
+            if not os.path.exists(self.release):
+                time.sleep(0.002)  # a source's poll that has nothing yet: not a wait for an event
+                return []
+            self.phase = 2
+            return list(self.then)
+        return None
+
+
+class ReleaseOnFirstResult(WindowFunction):
+    """Releases the late records once the first window fired: they are late for sure then."""
+
+    def __init__(self, release):
+        self.release = release
+
+    def apply(self, key, window, inputs):
+        open(self.release, "a").close()
+        yield key, window.start, sum(record[1] for record in inputs)
+
+
+def test_late_records_dropped_are_counted(spark, tmp_path):
     env = StreamExecutionEnvironment.get_execution_environment(spark)
     release = str(tmp_path / "release")
     first = [("a", 1, 100), ("a", 2, 900), ("b", 5, 1_500), ("a", 0, 5_000)]  # the watermark goes to 4999
