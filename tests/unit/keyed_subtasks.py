@@ -1,7 +1,8 @@
 """A keyed operator at parallelism p as a job runs it, without Spark: one test harness per subtask, each fed the
-records whose keys it owns (as a ``key_by`` edge routes them) and every watermark (each channel carries them to
-every subtask); and a bounded input stamped by a job's own WatermarkStrategy, a batch at a time, each batch
-followed by the watermark its generator gives then (as a source subtask emits one between batches).
+records whose keys it owns (as a ``key_by`` edge routes them), every record of a broadcast second input, and
+every watermark (each channel carries them to every subtask); and a bounded input stamped by a job's own
+WatermarkStrategy, a batch at a time, each batch followed by the watermark its generator gives then (as a source
+subtask emits one between batches).
 
 >>> subtasks = KeyedSubtasks(lambda ds: ds.key_by(lambda w: w).reduce(lambda a, b: a + b), lambda w: w, 2)
 >>> subtasks.open(); subtasks.process_elements(["a", "b", "a"])
@@ -18,12 +19,27 @@ from runtime.testing import KeyedOperatorHarness
 
 class KeyedSubtasks:
     """Every subtask of the keyed operator ``build`` declares (keyed by ``key_selector``) at ``parallelism``, or
-    at the parallelism the operator sets itself (a ``window_all`` runs one subtask)."""
+    at the parallelism the operator sets itself (a ``window_all`` runs one subtask). With ``two_inputs``, ``build``
+    takes two streams, and :meth:`process_elements2` feeds the second: a broadcast input, whose records every
+    subtask gets.
 
-    def __init__(self, build: Callable, key_selector: Callable, parallelism: int = 1):
-        first = KeyedOperatorHarness.for_stream(build, parallelism=parallelism)
-        self.harnesses = [first] + [KeyedOperatorHarness.for_stream(build, parallelism=first.parallelism,
-                                                                    subtask_index=i)
+    >>> from operators.functions import KeyedBroadcastProcessFunction
+    >>> from state_backends.descriptors import MapStateDescriptor
+    >>> LIMIT = MapStateDescriptor("limit")
+    >>> class Over(KeyedBroadcastProcessFunction):
+    ...     def process_element(self, value, ctx): yield value, value > ctx.get_broadcast_state(LIMIT).get("max")
+    ...     def process_broadcast_element(self, value, ctx): ctx.get_broadcast_state(LIMIT).put("max", value)
+    >>> subtasks = KeyedSubtasks(lambda numbers, limits: numbers.key_by(lambda n: n)
+    ...                          .connect(limits.broadcast(LIMIT)).process(Over()), lambda n: n, 2, two_inputs=True)
+    >>> subtasks.open(); subtasks.process_elements2([2]); subtasks.process_elements([1, 2, 3, 4])
+    >>> sorted(subtasks.output())
+    [(1, False), (2, False), (3, True), (4, True)]
+    """
+
+    def __init__(self, build: Callable, key_selector: Callable, parallelism: int = 1, two_inputs: bool = False):
+        factory = KeyedOperatorHarness.for_two_inputs if two_inputs else KeyedOperatorHarness.for_stream
+        first = factory(build, parallelism=parallelism)
+        self.harnesses = [first] + [factory(build, parallelism=first.parallelism, subtask_index=i)
                                     for i in range(1, first.parallelism)]
         self.key_selector = key_selector
         self._owners: dict = {}  # key: the index of the subtask that owns it (keys here are hashable)
@@ -51,6 +67,11 @@ class KeyedSubtasks:
         if owner is None:
             owner = self._owners[key] = next(i for i, harness in enumerate(self.harnesses) if harness.owns_key(key))
         return owner
+
+    def process_elements2(self, records: list, timestamps: list | None = None) -> None:
+        """Records of the second input, a broadcast one: every subtask gets every record."""
+        for harness in self.harnesses:
+            harness.process_elements2(records, timestamps)
 
     def process_watermark(self, watermark: int) -> None:
         for harness in self.harnesses:
