@@ -6,7 +6,7 @@ import collections
 import dataclasses
 import random
 
-from operators import FlatMapFunction, KeyedProcessFunction, ValueStateDescriptor
+from operators import CoMapFunction, FlatMapFunction, KeyedProcessFunction, ValueStateDescriptor
 from runtime.common import Row, Types
 from runtime.tools.demo import CountPerKey, final_counts  # noqa: F401  (re-exported for the tests)
 
@@ -38,6 +38,24 @@ class Tokenize(FlatMapFunction):
 
 
 WORD_COUNT = Types.TUPLE([Types.STRING(), Types.INT()])
+
+
+class Tag(CoMapFunction):
+    """Each record of two connected streams tagged with the input it came by."""
+
+    def map1(self, value):
+        return "number", value
+
+    def map2(self, value):
+        return "word", value
+
+
+CONNECTED_WORDS = ["to", "be", "or", "not"] * 50
+
+
+def tagged_reference(numbers: int) -> list:
+    """What :class:`Tag` makes of the numbers ``0..numbers-1`` connected with :data:`CONNECTED_WORDS`, sorted."""
+    return sorted([("number", n) for n in range(numbers)] + [("word", w) for w in CONNECTED_WORDS])
 
 
 def reference_word_counts(lines) -> dict:

@@ -10,7 +10,6 @@ import pytest
 from operators import (
     CoGroupFunction,
     CollectSink,
-    CoMapFunction,
     KeyedCoProcessFunction,
     ProcessJoinFunction,
     SequenceSource,
@@ -18,25 +17,17 @@ from operators import (
 )
 from runtime import Duration, RestartStrategies, Time, WatermarkStrategy
 from tests.integration.chaos import ChaosMap, plan, remaining
+from tests.integration.jobs import CONNECTED_WORDS, Tag, tagged_reference
 from tests.integration.paced import PacedSource
 
 
-class Tag(CoMapFunction):
-    def map1(self, value):
-        return "number", value
-
-    def map2(self, value):
-        return "word", value
-
-
-@pytest.mark.parametrize("parallelism", [1, 2])
-def test_each_input_reaches_its_own_method(env, parallelism):
-    env.set_parallelism(parallelism)
+def test_each_input_reaches_its_own_method(env):
+    # At parallelism 2, each input's records from its own channels (also tested without Spark, by a test harness:
+    # tests/unit/test_connected_semantics.py).
+    env.set_parallelism(2)
     sink = CollectSink("tagged")
-    words = ["to", "be", "or", "not"] * 50
-    env.from_sequence(0, 999).connect(env.from_collection(words)).map(Tag()).sink_to(sink)
-    out = env.execute(f"co-map-p{parallelism}").collected(sink)
-    assert sorted(out) == sorted([("number", n) for n in range(1_000)] + [("word", w) for w in words])
+    env.from_sequence(0, 999).connect(env.from_collection(CONNECTED_WORDS)).map(Tag()).sink_to(sink)
+    assert sorted(env.execute("co-map-p2").collected(sink)) == tagged_reference(1_000)
 
 
 ORDERS = 6_000
