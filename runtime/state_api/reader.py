@@ -257,7 +257,8 @@ class SavepointReader:
         executors: one partition per state file, each restored on its own, so state larger than the driver's
         memory reads at the cluster's speed. Spark infers the columns' types from the values; with ``pickled``,
         both are the pickled bytes instead (for values Spark has no type for: unpickle them with ``pickle.loads``).
-        The executors must reach the checkpoint's storage (a shared file system or an object store)."""
+        The executors must reach the checkpoint's storage (a shared file system or an object store). A state with a
+        time-to-live comes as stored, each value with its last-access time (``keyed_state`` separates them)."""
         state = self._state(uid)
         handles = self._keyed_handles(state)
         if isinstance(self.storage, SavepointStorage):
