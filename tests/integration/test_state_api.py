@@ -175,3 +175,44 @@ def test_the_committed_format_1_savepoint_restores_and_its_job_ends_exact(env, t
     assert final == dict(collections.Counter(x % 37 for x in range(10_000)))
 
 
+
+def _entries(reader, uid, name):
+    """``{key: entry}`` of the keyed state ``name`` of operator ``uid``, as ``reader`` reads it."""
+    table = reader.keyed_state(uid, name)
+    return dict(zip(table.column("key").to_pylist(), table.column("value").to_pylist()))
+
+
+@pytest.mark.parametrize("parallelism", [2, 4])
+def test_state_the_writer_wrote_for_3_subtasks_restores_on_2_and_4_as_given_plus_the_new_input(env, tmp_path,
+                                                                                              parallelism):
+    """Keys 0..4 are new to the job, keys 37..46 get no new record: their entries only go through the restore."""
+    from runtime.state_api import SavepointWriter
+
+    given_counts = {k: 100 * k + 1 for k in range(5, KEYS + 10)}
+    given_last = {k: [k, k + 5 * KEYS] for k in range(5, KEYS + 10)}
+    savepoint = (SavepointWriter.new_savepoint(128)
+                 .with_keyed_state("count", "count", pa.table({"key": list(given_counts),
+                                                               "value": list(given_counts.values())}), parallelism=3)
+                 .with_keyed_state("count", "last", given_last)
+                 .write(str(tmp_path / "written")))
+    written = SavepointReader.read(savepoint)
+    assert [(op.uid, op.parallelism) for op in written.operators()] == [("count", 3)]
+    assert (_entries(written, "count", "count"), _entries(written, "count", "last")) == (given_counts, given_last)
+
+    new = range(2 * KEYS, 5 * KEYS)  # three records a key, between the two given last values
+    env.set_parallelism(parallelism).enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+    env.from_sequence(new.start, new.stop - 1).uid("numbers").key_by(lambda x: x % KEYS).process(CountAndLast()) \
+        .uid("count").sink_to(DiscardingSink()).uid("sink")
+    env.execute("restored", restore_from=savepoint)
+
+    counts, last = collections.Counter(given_counts), {k: list(v) for k, v in given_last.items()}
+    for x in new:
+        counts[x % KEYS] += 1
+        last[x % KEYS] = sorted(last.get(x % KEYS, []) + [x])[-3:]
+    final = SavepointReader.read(str(tmp_path / "ck" / "restored"), "latest")
+    (info,) = [op for op in final.operators() if op.uid == "count"]
+    assert info.parallelism == parallelism
+    assert _entries(final, "count", "count") == dict(counts)
+    assert _entries(final, "count", "last") == last
+
