@@ -216,3 +216,37 @@ def test_state_the_writer_wrote_for_3_subtasks_restores_on_2_and_4_as_given_plus
     assert _entries(final, "count", "count") == dict(counts)
     assert _entries(final, "count", "last") == last
 
+
+def test_a_job_bootstrapped_with_the_counts_of_the_history_ends_as_the_job_that_read_the_history(spark, tmp_path):
+    """Job H reads the history and then the new records; job B starts from a savepoint the writer made of the
+    history's counts (a table computed in plain Python) and reads the new records only. Keys 0..4 come in the new
+    records only, keys 30..36 in the history only."""
+    from runtime import StreamExecutionEnvironment
+    from runtime.state_api import SavepointWriter
+    from tests.integration.jobs import CountPerKey, assert_counts_continue, final_counts
+
+    history = [x for x in range(3000) if x % KEYS >= 5]
+    new = [x for x in range(3000, 5000) if x % KEYS < 30]
+
+    def run(name, records, restore_from=None):
+        env = StreamExecutionEnvironment.get_execution_environment(spark)
+        env.set_parallelism(2).enable_checkpointing(100)
+        env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
+        sink = CollectSink("counts")
+        env.from_collection(records).uid("records").key_by(lambda x: x % KEYS).process(CountPerKey()).uid("count") \
+            .sink_to(sink).uid("sink")
+        pairs = env.execute(name, restore_from=restore_from).collected(sink)
+        return pairs, _entries(SavepointReader.read(str(tmp_path / "ck" / name), "latest"), "count", "count")
+
+    expected = dict(collections.Counter(x % KEYS for x in history + new))
+    h_pairs, h_state = run("history-and-new", history + new)
+    assert final_counts(h_pairs) == h_state == expected
+
+    historical = collections.Counter(x % KEYS for x in history)
+    table = pa.table({"key": list(historical), "value": list(historical.values())})
+    savepoint = SavepointWriter.new_savepoint(128).with_keyed_state("count", "count", table).write(
+        str(tmp_path / "bootstrap"))
+    b_pairs, b_state = run("bootstrapped", new, restore_from=savepoint)
+    assert len(b_pairs) == len(new), "the new records only, each counted once"
+    assert_counts_continue(b_pairs, {k: expected[k] for k in {x % KEYS for x in new}})
+    assert b_state == h_state
