@@ -1,7 +1,7 @@
 """Sources whose progress follows the job's checkpoints, so that tests do not depend on the machine's speed.
 
 A test that needs "a failure after at least one completed checkpoint" or "a job still running after two
-checkpoints" used to throttle its source by time, and then failed when the machine was slower or faster
+checkpoints" must not throttle its source by time: it would fail whenever the machine is slower or faster
 than expected. :class:`PacedSource` wraps any source and makes progress an event instead:
 
 - ``per_checkpoint``: each subtask emits at most that many records (rows, for a columnar source) until the
@@ -11,9 +11,7 @@ than expected. :class:`PacedSource` wraps any source and makes progress an event
   reader has seen that many checkpoints complete in this attempt.
 
 Paced readers finish together: an exhausted reader marks itself in the ``together`` directory and holds its
-end until every reader of its attempt has. (Written when checkpoints stopped once any subtask finished, and a
-reader that finished alone left the others waiting for a checkpoint; it still keeps each test's checkpoints
-covering the whole input.)
+end until every reader of its attempt has, so that every checkpoint of a test covers the whole input.
 
 Everything here is picklable and importable on the executors (tests/ is on their path).
 """
