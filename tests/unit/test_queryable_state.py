@@ -10,11 +10,10 @@ from runtime.common.time import Time
 from runtime.driver.queryable_state import QueryableStateRouter, parse_key
 from runtime.errors import ApiUsageError, QueryableStateError, StateUsageError
 from runtime.executor.queryable_state import SlotQueryableStates, read_as_json
-from runtime.protocol.json_values import to_json
 from runtime.keys.key_groups import key_group_range, subtask_for_key
+from runtime.protocol.json_values import to_json
 from runtime.protocol.messages import QueryableStateRegistered, QueryState, StateAnswer
 from state_backends.descriptors import (
-    AggregateFunction,
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
@@ -24,6 +23,7 @@ from state_backends.descriptors import (
 from state_backends.heap import HeapKeyedStateBackend
 from state_backends.rocksdb import RocksDBKeyedStateBackend
 from state_backends.ttl import StateTtlConfig
+from tests.integration.window_jobs import Sum
 
 TTL = StateTtlConfig.new_builder(Time.seconds(10)).build()
 
@@ -50,19 +50,6 @@ def test_keys_parse_as_json_with_lists_as_tuples_else_as_text():
     with pytest.raises(QueryableStateError, match="not an object"):
         parse_key('{"a": 1}')
 
-
-class Sum(AggregateFunction):
-    def create_accumulator(self):
-        return 0
-
-    def add(self, value, accumulator):
-        return accumulator + value
-
-    def get_result(self, accumulator):
-        return accumulator
-
-    def merge(self, a, b):
-        return a + b
 
 
 @pytest.fixture(params=["heap", "rocksdb"])

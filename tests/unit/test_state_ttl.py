@@ -16,7 +16,6 @@ from runtime.common.time import Duration, Time
 from runtime.errors import ApiUsageError, ConfigurationError, StateUsageError
 from runtime.keys.key_groups import key_group_range
 from state_backends import (
-    AggregateFunction,
     AggregatingStateDescriptor,
     HeapKeyedStateBackend,
     ListStateDescriptor,
@@ -28,6 +27,7 @@ from state_backends import (
 from state_backends.descriptors import refuse_ttl
 from state_backends.heap.states import HeapValueState
 from state_backends.rocksdb import RocksDBKeyedStateBackend
+from tests.integration.window_jobs import Sum
 
 MAX_P = 128
 TTL_MS = 10_000
@@ -76,16 +76,6 @@ def with_ttl(descriptor, config=None):
     descriptor.enable_time_to_live(config or ttl_config())
     return descriptor
 
-
-class Sum(AggregateFunction):
-    def create_accumulator(self):
-        return 0
-
-    def add(self, value, accumulator):
-        return accumulator + value
-
-    def get_result(self, accumulator):
-        return accumulator
 
 
 # Each kind: a descriptor factory, how to write one value for the current key, and what a read shows.
