@@ -13,6 +13,7 @@ import pyspark
 import pytest
 
 from runtime.tools.packaging import build_pyfiles_zip
+from tests.integration.test_state_api_spark_writer import STATE_API_ON_A_CLUSTER
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -201,14 +202,18 @@ EXECUTOR_LOSS_JOB = textwrap.dedent("""
 @pytest.mark.cluster
 def test_two_executor_jvms_in_tls_an_outsiders_attack_and_a_lost_executor_jvm(tmp_path):
     """One cluster of two executor JVMs (starting one takes a while), two jobs: the first exact across both JVMs in
-    TLS while an outsider attacks every port; the second exact after one executor JVM is SIGKILLed and replaced."""
+    TLS while an outsider attacks every port; the second exact after one executor JVM is SIGKILLed and replaced.
+    Between them, the state API's writer and Spark reader run on those executors."""
     script = tmp_path / "cluster_jobs.py"
-    script.write_text(CLUSTER_JOB + EXECUTOR_LOSS_JOB)
+    script.write_text(CLUSTER_JOB + STATE_API_ON_A_CLUSTER + EXECUTOR_LOSS_JOB)
     out = run([sys.executable, str(script)], timeout=900, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr[-5000:]
     # Each barrier task ran in a Python worker whose parent is a different executor JVM; its connections were in
     # TLS, and an outsider's attack on every port of the driver and the workers ran nothing and changed nothing.
     assert "EXACT EXECUTOR_JVMS 2 ATTACK HARMLESS" in out.stdout, out.stdout + out.stderr[-3000:]
     assert "EXACT RESTARTS 1 " in out.stdout, out.stdout + out.stderr[-3000:]
+    # The savepoint written from a DataFrame on two executor JVMs reads back as its input there, in the files the
+    # driver writes for the same data.
+    assert "STATE_API EXACT SAME_FILES EXECUTORS 2 PARTITIONS 3" in out.stdout, out.stdout + out.stderr[-3000:]
     # How long recovery took is measured by the benchmarks, never asserted here; print it for the record.
     print(out.stdout.strip().splitlines()[-1])

@@ -1,11 +1,10 @@
 """State as data, written from a Spark DataFrame: SavepointWriter routes the rows to their subtasks on the executors
 (by the runtime's key groups) and writes each subtask's state file there, byte for byte the file the driver writes
 for the same data; the state reads back as the input, a job restores it at another parallelism and ends exact, and
-the writer and the Spark reader work on executors of their own JVMs (local-cluster) too."""
+the writer and the Spark reader work on executors of their own JVMs too (local-cluster: STATE_API_ON_A_CLUSTER, run
+by tests/integration/test_deployment.py in its cluster)."""
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import pyarrow as pa
@@ -17,7 +16,6 @@ from runtime.keys.key_groups import assign_to_key_group, key_group_range
 from runtime.state_api import SavepointReader, SavepointWriter
 from runtime.tools.demo import CountPerKey, final_counts
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KEYS, MAX_PARALLELISM, PARALLELISM = 10_000, 128, 3
 GROUP = "state-api-spark-writer"
 
@@ -137,40 +135,25 @@ def test_a_key_the_dataframe_holds_twice_fails_the_write_as_the_driver_refuses_i
         SavepointWriter.new_savepoint().with_keyed_state("count", "n", frame)
 
 
-CLUSTER_SCRIPT = textwrap.dedent("""
-    import os, sys
-    from pyspark.sql import SparkSession
+# Run by tests/integration/test_deployment.py in its local-cluster[2,1,1024] process (a master and two workers, each
+# starting an executor JVM; a process holds one SparkContext, and the test session's is local): after its first job,
+# the executors write the state files and read them back; the driver only gathers handles and rows.
+STATE_API_ON_A_CLUSTER = textwrap.dedent("""
     from runtime.state_api import SavepointReader, SavepointWriter
 
-    directory, keys = sys.argv[1], 2_000
-    spark = (SparkSession.builder.master("local-cluster[2,1,1024]")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    state_directory, keys = os.path.abspath("state-api"), 2_000
     reference = {f"user-{i}": [i, i % 7] for i in range(keys)}   # a list state's entries, from an array column
     frame = spark.range(keys, numPartitions=4).selectExpr("concat('user-', id) AS user", "array(id, id % 7) AS recent")
     on_executors = (SavepointWriter.new_savepoint(128)
                     .with_keyed_state("count", "recent", frame, key_column="user", value_column="recent", parallelism=3)
-                    .write(os.path.join(directory, "executors")))
+                    .write(os.path.join(state_directory, "executors")))
     on_driver = (SavepointWriter.new_savepoint(128).with_keyed_state("count", "recent", reference, parallelism=3)
-                 .write(os.path.join(directory, "driver")))
+                 .write(os.path.join(state_directory, "driver")))
     read = SavepointReader.read(on_executors).keyed_state_frame(spark, "count", "recent")
     rows = {key: list(value) for key, value in read.collect()}
     same = [op.handles for op in SavepointReader.read(on_executors).checkpoint.operators] == \\
         [op.handles for op in SavepointReader.read(on_driver).checkpoint.operators]
-    print("EXACT" if rows == reference else "WRONG", "SAME_FILES" if same else "OTHER_FILES",
+    print("STATE_API", "EXACT" if rows == reference else "WRONG", "SAME_FILES" if same else "OTHER_FILES",
           "EXECUTORS", spark.sparkContext._jsc.sc().getExecutorIds().size(),
           "PARTITIONS", read.rdd.getNumPartitions(), flush=True)
-    spark.stop()
 """)
-
-
-def test_the_writer_and_the_spark_reader_on_executors_of_their_own_jvms(tmp_path):
-    """local-cluster[2,1,1024]: a master and two workers, each starting an executor JVM, in a process of its own
-    (a process holds one SparkContext, and the test session's is local). The executors write the state files and
-    read them back; the driver only gathers handles and rows."""
-    script = tmp_path / "cluster_state_api.py"
-    script.write_text(CLUSTER_SCRIPT)
-    environment = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=ROOT)
-    out = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=600,
-                         cwd=tmp_path, env=environment)
-    assert out.returncode == 0, out.stdout + out.stderr[-5000:]
-    assert "EXACT SAME_FILES EXECUTORS 2 PARTITIONS 3" in out.stdout, out.stdout + out.stderr[-5000:]
