@@ -21,19 +21,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def pytest_collection_modifyitems(config, items):
     """Mark every test that starts Spark (the integration folder, and any test using the ``spark`` or ``env``
     fixture): ``pytest -m "not spark"`` is the fast tier, which needs no JVM. With pytest-xdist (``-n 2 --dist
-    loadgroup``, the README's test command) the tests of the test session's SparkSession are one group, which one
-    worker runs one after the other; the integration tests that start Spark in processes of their own (spark-submit,
-    a driver in a terminal, a local cluster, the benchmarks) are another, which the other worker runs beside it,
-    with the tests that need no Spark."""
+    loadgroup``, the README's test command) every Spark test is in one group, so one worker runs them one after
+    the other in one SparkSession while the other worker runs the rest. (Those that start Spark in processes of
+    their own stay in the group too: beside the session's jobs, two Spark applications on two cores made the whole
+    suite slower, not faster.)"""
     integration = os.path.join(ROOT, "tests", "integration") + os.sep
     grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        in_session = bool({"spark", "env"} & fixtures)
-        if str(item.fspath).startswith(integration) or in_session:
+        if str(item.fspath).startswith(integration) or {"spark", "env"} & fixtures:
             item.add_marker(pytest.mark.spark)
             if grouped:
-                item.add_marker(pytest.mark.xdist_group("spark" if in_session else "spark-own-processes"))
+                item.add_marker(pytest.mark.xdist_group("spark"))
         if "kafka" in fixtures:
             item.add_marker(pytest.mark.kafka)
         if "postgres" in fixtures:
