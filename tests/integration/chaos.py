@@ -52,19 +52,25 @@ def stopped_pids(directory: str) -> list[int]:
 class ChaosMap(MapFunction):
     """Passes records through; once it has seen ``after`` records and a completed checkpoint, fires a planned
     fault (checked on every record and every checkpoint notification, so it fires even when the input ran out
-    first: pair it with a source that holds its end until the faults fired, see tests/integration/paced.py)."""
+    first: pair it with a source that holds its end until the faults fired, see tests/integration/paced.py).
+    ``fresh_checkpoints``: that many checkpoints must complete after the ``after`` records, so that the checkpoint a
+    restore goes back to was taken in the middle of the input, not at its start."""
 
-    def __init__(self, directory: str, fault: str, how: str, after: int, needs_checkpoint: bool = True):
+    def __init__(self, directory: str, fault: str, how: str, after: int, needs_checkpoint: bool = True,
+                 fresh_checkpoints: int = 0):
         self.directory, self.fault, self.how, self.after = directory, fault, how, after
         self.needs_checkpoint = needs_checkpoint  # False for jobs without checkpoints (batch mode)
+        self.fresh_checkpoints = fresh_checkpoints
 
     def open(self, runtime_context):
         self.seen = 0
         self.checkpoints = 0
+        self.fresh = 0  # checkpoints completed once `after` records were seen
         self.tried = False  # a fault is planned once: after one try (this subtask's or another's) it is gone
 
     def _maybe_fire(self, where: str) -> None:
-        if self.tried or self.seen < self.after or (self.needs_checkpoint and not self.checkpoints):
+        if self.tried or self.seen < self.after or (self.needs_checkpoint and not self.checkpoints) \
+                or self.fresh < self.fresh_checkpoints:
             return
         self.tried = True
         if consume(self.directory, self.fault):
@@ -72,6 +78,7 @@ class ChaosMap(MapFunction):
 
     def notify_checkpoint_complete(self, checkpoint_id):
         self.checkpoints += 1
+        self.fresh += self.seen >= self.after
         self._maybe_fire(f"after checkpoint {checkpoint_id} and {self.seen} records")
 
     def map(self, value):
