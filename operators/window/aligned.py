@@ -9,9 +9,9 @@ go through the trigger record by record:
   gives the same state as record by record (the same calls in the same order): nothing fires or is late while
   such a batch is added.
 * the aligned layout, when there is no allowed lateness either: panes as one value state per window
-  (``window/aligned/<start>/<end>``) keyed by the record's key, and no timers. A batch reads each window's
-  panes with one ``get_many`` and writes them with one ``put_many``; a watermark fires each window it passed,
-  all keys at once, and drops the window's state whole.
+  (``window/aligned/<start>/<end>``: :data:`ALIGNED_WINDOW_STATE_PREFIX` and the window) keyed by the record's
+  key, and no timers. A batch reads each window's panes with one ``get_many`` and writes them with one
+  ``put_many``; a watermark fires each window it passed, all keys at once, and drops the window's state whole.
 
 They are apart from the general operator (:mod:`operators.window.operator`) because they are an optimisation
 with a state layout of its own that must give Flink's results exactly, which reads and is checked best on its
@@ -28,7 +28,7 @@ own. :class:`AlignedWindowPaths` is a base class of ``WindowOperator``, which de
 >>> op.setup(SubtaskInfo("sum", 0, 1, 128, 0), HeapKeyedStateBackend(128, key_group_range(128, 1, 0)))
 >>> op.open(); op.process_batch(TimestampedBatch.of([("a", 1), ("b", 2), ("a", 3)], [1, 6, 7]))
 []
->>> op.aligned, sorted(name for name in op.backend.state_names() if name.startswith("window/"))
+>>> op.aligned, sorted(name for name in op.backend.state_names() if name.startswith(ALIGNED_WINDOW_STATE_PREFIX))
 (True, ['window/aligned/-5/5', 'window/aligned/0/10', 'window/aligned/5/15'])
 >>> fired = op.process_watermark(9)   # [-5, 5) and [0, 10) fire, earliest first
 >>> sorted(fired), fired.timestamps
@@ -46,9 +46,12 @@ from runtime.keys.canonical import canonical_keys
 from runtime.protocol.events import MAX_WATERMARK
 from state_backends.descriptors import ValueStateDescriptor
 
-__all__ = ["AlignedWindowPaths"]
+__all__ = ["AlignedWindowPaths", "ALIGNED_WINDOW_STATE_PREFIX"]
 
-_ALIGNED = "window/aligned/"  # + "<start>/<end>": one value state per window (see _aligned_batch)
+#: The aligned layout's state names start with it: ``f"{ALIGNED_WINDOW_STATE_PREFIX}{start}/{end}"`` is the value
+#: state holding each key's pane of window ``[start, end)``. Part of the savepoint format (docs/savepoint-format.md):
+#: the state API reads and writes panes by it.
+ALIGNED_WINDOW_STATE_PREFIX = "window/aligned/"
 _MISSING = object()
 
 
@@ -98,15 +101,15 @@ class AlignedWindowPaths:
         self.aligned_windows: dict[int, int] = {}  # start -> end of the windows with panes in the aligned layout
         self._aligned_ends: list = []  # heap of (end, start)
         for name in self.backend.state_names():
-            if name.startswith(_ALIGNED):
-                start, end = (int(part) for part in name[len(_ALIGNED):].split("/"))
+            if name.startswith(ALIGNED_WINDOW_STATE_PREFIX):
+                start, end = (int(part) for part in name[len(ALIGNED_WINDOW_STATE_PREFIX):].split("/"))
                 if self.aligned:
                     self._open_aligned(start, end)
                 else:  # restored from a job that could use the aligned layout, and this one cannot
                     self._unalign(name, start, end)
 
     def _open_aligned(self, start: int, end: int) -> str:
-        name = f"{_ALIGNED}{start}/{end}"
+        name = f"{ALIGNED_WINDOW_STATE_PREFIX}{start}/{end}"
         if start not in self.aligned_windows:
             self.backend.get_state(ValueStateDescriptor(name))
             self.aligned_windows[start] = end
@@ -165,7 +168,7 @@ class AlignedWindowPaths:
                     panes[key] = add(panes[key], value)
         put_many = self.backend.put_many
         for start, panes in accumulators.items():
-            put_many(f"{_ALIGNED}{start}/{start + size}", list(panes), list(panes.values()))
+            put_many(f"{ALIGNED_WINDOW_STATE_PREFIX}{start}/{start + size}", list(panes), list(panes.values()))
 
     def _one_window(self, start: int, size: int, keys: list, values) -> None:
         """``_aligned_batch`` when every record of the batch falls in one window (and none is late): the
@@ -182,7 +185,7 @@ class AlignedWindowPaths:
         while ends and ends[0][0] - 1 <= watermark:
             end, start = heapq.heappop(ends)
             del self.aligned_windows[start]
-            name = f"{_ALIGNED}{start}/{end}"
+            name = f"{ALIGNED_WINDOW_STATE_PREFIX}{start}/{end}"
             window = TimeWindow(start, end)
             context.window_ = window
             context.emitted = emitted

@@ -10,7 +10,9 @@ Session windows merge panes (state windows, see :mod:`operators.window.merging`)
 window carry its ``max_timestamp()`` as their timestamp.
 
 Panes, trigger state and timers are keyed state (namespaced by window), so windows are checkpointed,
-restored and moved with their key groups like any other state.
+restored and moved with their key groups like any other state: panes in :data:`WINDOW_CONTENTS_STATE` (the aligned
+layout's under :data:`operators.window.aligned.ALIGNED_WINDOW_STATE_PREFIX`), the state windows of sessions in
+:data:`MERGING_WINDOWS_STATE`.
 
 Tumbling and sliding event-time windows with ``reduce`` or ``aggregate`` and the default trigger take
 batch paths with fewer state accesses and the same results (:mod:`operators.window.aligned`). State that a
@@ -57,12 +59,15 @@ from runtime.protocol.records import TimestampedBatch
 from runtime.side_outputs import OutputTag, SideOutputRecord
 from state_backends.descriptors import MapStateDescriptor, ValueStateDescriptor
 
-__all__ = ["WindowOperator", "Reduce", "Aggregate", "Elements"]
+__all__ = ["WindowOperator", "Reduce", "Aggregate", "Elements", "WINDOW_CONTENTS_STATE", "MERGING_WINDOWS_STATE"]
 
 log = logging.getLogger(__name__)
 
-_CONTENTS = "window/contents"
-_MERGING = "window/merging-windows"
+#: The map state of the general layout's panes: each key's ``{window: pane}`` (a session's pane under its state
+#: window). Part of the savepoint format (docs/savepoint-format.md): the state API reads panes by it.
+WINDOW_CONTENTS_STATE = "window/contents"
+#: The value state of session windows: each key's ``{window: state window}`` (:mod:`operators.window.merging`).
+MERGING_WINDOWS_STATE = "window/merging-windows"
 
 
 def _has_entries(backend, state_name: str) -> bool:
@@ -307,10 +312,10 @@ class WindowOperator(AlignedWindowPaths, OneInputOperator):
         backend = self.backend = self.runtime_context.keyed_backend
         self.event_timers = TimerQueue(backend, EVENT_TIMERS)
         self.processing_timers = TimerQueue(backend, PROCESSING_TIMERS)
-        self.panes = backend.get_state(MapStateDescriptor(_CONTENTS))
+        self.panes = backend.get_state(MapStateDescriptor(WINDOW_CONTENTS_STATE))
         self.merging = isinstance(self.assigner, MergingWindowAssigner)
         if self.merging:
-            self.merging_state = backend.get_state(ValueStateDescriptor(_MERGING))
+            self.merging_state = backend.get_state(ValueStateDescriptor(MERGING_WINDOWS_STATE))
             if not self.trigger.can_merge():
                 raise StateUsageError(f"Window '{self.name}': trigger {self.trigger!r} cannot merge, but session "
                                       "windows merge: use a trigger whose can_merge() is true.")
@@ -324,7 +329,8 @@ class WindowOperator(AlignedWindowPaths, OneInputOperator):
         # The batch paths: Flink's results, fewer state accesses (see operators.window.aligned). The aligned
         # layout only while no pane is in the general one: a window's pane must be in one place.
         self.batch_path = self._takes_batch_path()
-        self.aligned = self.batch_path and self.allowed_lateness == 0 and not _has_entries(backend, _CONTENTS)
+        self.aligned = (self.batch_path and self.allowed_lateness == 0
+                        and not _has_entries(backend, WINDOW_CONTENTS_STATE))
         self._open_aligned_layout()
         if self.window_function is not None:
             opener = getattr(self.window_function, "open", None)

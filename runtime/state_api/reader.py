@@ -35,9 +35,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from operators.timers import EVENT_TIMERS, PROCESSING_TIMERS
-from operators.window.aligned import _ALIGNED  # the window operator's state names: one source of truth
+from operators.window.aligned import ALIGNED_WINDOW_STATE_PREFIX
 from operators.window.evictors import TimestampedValue
-from operators.window.operator import _CONTENTS, _MERGING
+from operators.window.operator import MERGING_WINDOWS_STATE, WINDOW_CONTENTS_STATE
 from operators.window.windows import GlobalWindow, TimeWindow, Window
 from runtime.errors import UnknownNameError
 from runtime.executor.restore import operator_lists, restore_operator
@@ -127,7 +127,7 @@ class SavepointReader:
         rows = sorted(backend.raw_entries(name), key=lambda row: row[0])
         values = [value for _, _, value in rows]
         columns = [_column("key", [key for _, key, _ in rows])]
-        if _has_ttl(backend, name):
+        if backend.restored_with_ttl(name):
             unwrapped = [_untimed(entry) for entry in values]
             columns += [_column("value", [value for value, _ in unwrapped]),
                         _column("last_access_ms", [times for _, times in unwrapped])]
@@ -214,16 +214,16 @@ class SavepointReader:
         """
         backend = self._backend(uid)
         state_windows: dict = {}  # key -> {state window: window}, of merging (session) windows
-        for _, key, mapping in backend.raw_entries(_MERGING):
+        for _, key, mapping in backend.raw_entries(MERGING_WINDOWS_STATE):
             state_windows[key] = {state_window: window for window, state_window in mapping.items()}
         general = []  # (key group, key, window, pane)
-        for group, key, panes in backend.raw_entries(_CONTENTS):
+        for group, key, panes in backend.raw_entries(WINDOW_CONTENTS_STATE):
             merged = state_windows.get(key, {})
             general.extend((group, key, merged.get(window, window), pane) for window, pane in panes.items())
         aligned = []
         for name in backend.state_names():
-            if name.startswith(_ALIGNED):
-                start, end = (int(part) for part in name[len(_ALIGNED):].split("/"))
+            if name.startswith(ALIGNED_WINDOW_STATE_PREFIX):
+                start, end = (int(part) for part in name[len(ALIGNED_WINDOW_STATE_PREFIX):].split("/"))
                 window = TimeWindow(start, end)
                 aligned.extend((group, key, window, value) for group, key, value in backend.raw_entries(name))
         # A pane of Elements is a list (aligned panes never are: they are reduce or aggregate accumulators).
@@ -334,14 +334,7 @@ def _key_group_column(groups) -> tuple[str, pa.Array]:
 
 def _is_window_state(name: str) -> bool:
     """Whether ``name`` holds a window operator's panes (either layout)."""
-    return name == _CONTENTS or name.startswith(_ALIGNED)
-
-
-def _has_ttl(backend: HeapKeyedStateBackend, name: str) -> bool:
-    """Whether state ``name`` was restored in the time-to-live format (``TTL_FORMAT``: entries with last-access
-    times). The backend records it for a state restored so and not declared, which the reader never does; it has no
-    public accessor, so this reads its record."""
-    return name in backend._ttl_restored
+    return name == WINDOW_CONTENTS_STATE or name.startswith(ALIGNED_WINDOW_STATE_PREFIX)
 
 
 def _untimed(entry) -> tuple:

@@ -443,6 +443,28 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             for key, entry in table.items():
                 yield group, key, entry
 
+    def restored_with_ttl(self, state_name: str) -> bool:
+        """Whether ``state_name`` was restored with a time-to-live and not declared since: its entries, as
+        :meth:`raw_entries` gives them, carry their last-access times (a value's ``(value, t)``, a list's
+        ``[(element, t), ...]``, a map's ``{k: (v, t)}``: :mod:`state_backends.heap.ttl_states`). The state API
+        reads restored state so, undeclared. A declared state answers False: its descriptor says whether it has one.
+
+        >>> from runtime.keys.key_groups import key_group_range
+        >>> from runtime.settings.durations import Time
+        >>> from state_backends import StateTtlConfig, ValueStateDescriptor
+        >>> last = ValueStateDescriptor("last")
+        >>> last.enable_time_to_live(StateTtlConfig.new_builder(Time.minutes(5)).build())
+        >>> job = HeapKeyedStateBackend(128, key_group_range(128, 1, 0), clock=lambda: 1_000)
+        >>> state = job.get_state(last); job.set_current_key("ann"); state.update("hi")
+        >>> restored = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+        >>> for group, payload in job.snapshot().serialized(): restored.restore_key_group(group, payload)
+        >>> restored.restored_with_ttl("last"), [entry for _, _, entry in restored.raw_entries("last")]
+        (True, [('hi', 1000)])
+        >>> job.restored_with_ttl("last")   # declared
+        False
+        """
+        return state_name in self._ttl_restored
+
     def entries(self, state_name: str) -> Iterator[tuple[int, Any, Any]]:
         """Every ``(key group, key, value)`` of ``state_name`` on this subtask (with a TTL: as a read would show
         them, without their timestamps)."""

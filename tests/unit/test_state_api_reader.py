@@ -18,6 +18,8 @@ from operators import (
     TumblingProcessingTimeWindows,
     ValueStateDescriptor,
 )
+from operators.window.aligned import ALIGNED_WINDOW_STATE_PREFIX
+from operators.window.operator import MERGING_WINDOWS_STATE, WINDOW_CONTENTS_STATE
 from runtime import Time
 from runtime.datastream.state import StateTtlConfig
 from runtime.keys.key_groups import assign_to_key_group
@@ -384,3 +386,10 @@ def test_state_with_a_ttl_reads_unwrapped_with_each_entrys_last_access_time(tmp_
     count = reader.keyed_state("remember", "count")
     assert count.column_names == ["key", "value"], "a state without a TTL reads as before"
     assert dict(rows(count, "key", "value")) == expected["count"]
+
+
+def test_the_window_operators_state_names_are_the_savepoint_formats():
+    """The names a savepoint holds panes under (docs/savepoint-format.md): renaming one would leave the panes of
+    every savepoint taken before unread."""
+    assert (WINDOW_CONTENTS_STATE, MERGING_WINDOWS_STATE, ALIGNED_WINDOW_STATE_PREFIX) == (
+        "window/contents", "window/merging-windows", "window/aligned/")
