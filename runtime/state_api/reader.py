@@ -253,26 +253,36 @@ class SavepointReader:
         return pa.table(dict([_column("value", lists[name])]))
 
     def keyed_state_frame(self, spark, uid: str, name: str, pickled: bool = False):
-        """The keyed state ``name`` of ``uid`` as a Spark DataFrame (``key``, ``value``), read in parallel on the
-        executors: one partition per state file, each restored on its own, so state larger than the driver's
-        memory reads at the cluster's speed. Spark infers the columns' types from the values; with ``pickled``,
-        both are the pickled bytes instead (for values Spark has no type for: unpickle them with ``pickle.loads``).
-        The executors must reach the checkpoint's storage (a shared file system or an object store). A state with a
-        time-to-live comes as stored, each value with its last-access time (``keyed_state`` separates them)."""
-        state = self._state(uid)
-        handles = self._keyed_handles(state)
+        """The keyed state ``name`` of ``uid`` as a Spark DataFrame with the columns of ``keyed_state`` (``key``,
+        ``value``; with a time-to-live, ``last_access_ms`` too), read in parallel on the executors: one partition
+        per state file, each restored on its own, so state larger than the driver's memory reads at the cluster's
+        speed. The executors must reach the checkpoint's storage (a shared file system or an object store).
+
+        Spark infers the columns' types from the values. With ``pickled``, ``key`` and ``value`` are the pickled
+        bytes instead (for values Spark has no type for: unpickle them with ``pickle.loads``), and one state file
+        is read ahead to learn whether the state has a time-to-live.
+
+        A state with a time-to-live reads as in ``keyed_state``: ``value`` is the value itself (pickled without its
+        time), ``last_access_ms`` the processing time (epoch ms) of the entry's last access: a number for value,
+        reducing and aggregating state, a list beside the list of a list state, a dict beside the dict of a map
+        state (with ``pickled``, that dict is pickled too: it is keyed by the map's keys). Entries expired since
+        the checkpoint are included, as in ``keyed_state``."""
+        tasks = self._frame_tasks(uid, name, pickled)
+        rows = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(_read_one_file)
+        if pickled:  # the schema is given, so the columns must be known: the first row tells them
+            first = rows.take(1)
+            return spark.createDataFrame(rows, _pickled_schema(first[0] if first else None))
+        frame = spark.createDataFrame(rows)  # the types inferred, and the columns counted, from the rows
+        return frame.toDF(*_FRAME_COLUMNS[:len(frame.columns)])
+
+    def _frame_tasks(self, uid: str, name: str, pickled: bool) -> list[tuple]:
+        """``keyed_state_frame``'s tasks, one per state file of ``uid``: what ``_read_one_file`` reads."""
         if isinstance(self.storage, SavepointStorage):
             where = ("savepoint", self.storage.url)
         else:
             where = ("checkpoints", self.storage.url, self.storage.job_name)
-        tasks = [(where, int(self.checkpoint_id), self.max_parallelism, handle, name, pickled) for handle in handles]
-        rows = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(_read_one_file)
-        if pickled:
-            from pyspark.sql.types import BinaryType, StructField, StructType
-
-            schema = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
-            return spark.createDataFrame(rows, schema)
-        return spark.createDataFrame(rows, ["key", "value"])
+        return [(where, int(self.checkpoint_id), self.max_parallelism, handle, name, pickled)
+                for handle in self._keyed_handles(self._state(uid))]
 
     # -- loading ---------------------------------------------------------------------------------------------
 
@@ -305,8 +315,13 @@ class SavepointReader:
         return operator_lists(self.storage, self.checkpoint_id, handles)
 
 
+_FRAME_COLUMNS = ("key", "value", "last_access_ms")
+
+
 def _read_one_file(task) -> list[tuple]:
-    """On an executor: the ``(key, value)`` rows of one state file's state ``name``."""
+    """On an executor: the rows of one state file's state ``name``: ``(key, value)``, or with a time-to-live
+    ``(key, value, last access)`` (the value without its times, as ``keyed_state`` reads it). With ``pickled``,
+    the key, the value and a map state's dict of times are pickled."""
     where, checkpoint_id, max_parallelism, handle, name, pickled = task
     if where[0] == "savepoint":
         storage = SavepointStorage(where[1])
@@ -315,9 +330,36 @@ def _read_one_file(task) -> list[tuple]:
     groups = handle.keyed_groups
     backend = _restored(storage, CheckpointId(checkpoint_id), max_parallelism, handle.uid, (handle,),
                         (min(groups), max(groups)))
-    if pickled:
-        return [(pickle.dumps(key), pickle.dumps(value)) for _, key, value in backend.raw_entries(name)]
-    return [(key, value) for _, key, value in backend.raw_entries(name)]
+    timed = backend.restored_with_ttl(name)
+    rows = []
+    for _, key, entry in backend.raw_entries(name):
+        value, *times = _untimed(entry) if timed else (entry,)
+        if pickled:
+            key, value = pickle.dumps(key), pickle.dumps(value)
+            times = [pickle.dumps(t) if type(t) is dict else t for t in times]
+        rows.append((key, value, *times))
+    return rows
+
+
+def _pickled_schema(first_row: tuple | None):
+    """The Spark schema of ``keyed_state_frame(pickled=True)``, from its first row (None: it has none): ``key`` and
+    ``value`` as bytes; with a time-to-live, ``last_access_ms`` as the row holds it: a number, a list of numbers
+    (list state), or pickled (a map state's dict).
+
+    >>> [(field.name, field.dataType.simpleString()) for field in _pickled_schema((b"k", b"v", [1, 2])).fields]
+    [('key', 'binary'), ('value', 'binary'), ('last_access_ms', 'array<bigint>')]
+    >>> _pickled_schema(None).fieldNames(), _pickled_schema((b"k", b"v", 5)).fields[2].dataType.simpleString()
+    (['key', 'value'], 'bigint')
+    """
+    from pyspark.sql.types import ArrayType, BinaryType, LongType, StructField, StructType
+
+    fields = [StructField("key", BinaryType()), StructField("value", BinaryType())]
+    if first_row is not None and len(first_row) == len(_FRAME_COLUMNS):
+        times = first_row[2]
+        kind = (ArrayType(LongType()) if type(times) is list else BinaryType() if type(times) is bytes
+                else LongType())
+        fields.append(StructField("last_access_ms", kind))
+    return StructType(fields)
 
 
 def _restored(storage, checkpoint_id: CheckpointId, max_parallelism: int, uid: str, handles: tuple,

@@ -17,6 +17,7 @@ from state_backends import HashMapStateBackend
 from state_backends.rocksdb import EmbeddedRocksDBStateBackend
 from tests.integration.paced import PacedSource
 from tests.integration.waiting import wait_for
+from tests.unit.test_state_api_reader import remembered, ttl_reference
 
 N, KEYS = 5_000, 37
 
@@ -90,6 +91,25 @@ def test_keyed_state_of_the_final_checkpoint_reads_as_the_reference(spark, env, 
                        str(tmp_path / "counts.parquet")]) == 0
         exported = pq.read_table(tmp_path / "counts.parquet")
         assert dict(zip(exported.column("key").to_pylist(), exported.column("value").to_pylist())) == counts
+
+
+def test_the_frame_of_a_state_with_a_ttl_reads_as_keyed_state_does_pickled_or_not(spark, tmp_path):
+    """keyed_state_frame of value, list and map state with a time-to-live: the value without its times, and
+    last_access_ms, as keyed_state reads them (a savepoint of harnessed subtasks: a state file, a partition each)."""
+    reader = remembered(tmp_path)
+    expected = ttl_reference()
+    times_type = {"last": "bigint", "seen": "array<bigint>", "by_parity": "binary"}  # pickled: a map's times too
+    for name in ("last", "seen", "by_parity"):
+        frame = reader.keyed_state_frame(spark, "remember", name)
+        assert frame.columns == ["key", "value", "last_access_ms"] and frame.rdd.getNumPartitions() == 2, name
+        assert {k: (v, t) for k, v, t in frame.collect()} == expected[name], name
+        pickled = reader.keyed_state_frame(spark, "remember", name, pickled=True)
+        assert [(f.name, f.dataType.simpleString()) for f in pickled.schema.fields] == [
+            ("key", "binary"), ("value", "binary"), ("last_access_ms", times_type[name])]
+        times = pickle.loads if name == "by_parity" else (lambda t: t)
+        assert {pickle.loads(k): (pickle.loads(v), times(t)) for k, v, t in pickled.collect()} == expected[name]
+    count = reader.keyed_state_frame(spark, "remember", "count")
+    assert count.columns == ["key", "value"] and dict(count.collect()) == expected["count"], "no TTL: as before"
 
 
 class Box:

@@ -3,6 +3,7 @@ job runs, driven by test harnesses at parallelism 2, their snapshots written as 
 with the plain-Python reference."""
 
 import collections
+import pickle
 
 import pytest
 
@@ -25,6 +26,7 @@ from runtime.datastream.state import StateTtlConfig
 from runtime.keys.key_groups import assign_to_key_group
 from runtime.protocol.checkpoints import CompletedCheckpoint, OperatorState
 from runtime.state_api import SavepointReader
+from runtime.state_api.reader import _pickled_schema, _read_one_file
 from state_backends.storage import SavepointStorage
 from tests.unit.keyed_subtasks import KeyedSubtasks
 
@@ -362,14 +364,19 @@ def ttl_reference():
     return expected
 
 
-def test_state_with_a_ttl_reads_unwrapped_with_each_entrys_last_access_time(tmp_path):
+def remembered(tmp_path) -> SavepointReader:
+    """``Remembering`` at parallelism 2 after ``TTL_FEED``, its snapshot read back."""
     subtasks = KeyedSubtasks(lambda ds: ds.key_by(lambda r: r[0]).process(Remembering()).uid("remember"),
                              lambda r: r[0], parallelism=2)
     subtasks.open()
     for now, records in TTL_FEED:
         subtasks.set_processing_time(now)
         subtasks.process_elements(records)
-    reader = read_back(tmp_path, subtasks)
+    return read_back(tmp_path, subtasks)
+
+
+def test_state_with_a_ttl_reads_unwrapped_with_each_entrys_last_access_time(tmp_path):
+    reader = remembered(tmp_path)
     expected = ttl_reference()
     assert expected["last"] == {"a": (5, 800), "c": (8, 1_700)}, "b's expired before the snapshot"
 
@@ -386,6 +393,32 @@ def test_state_with_a_ttl_reads_unwrapped_with_each_entrys_last_access_time(tmp_
     count = reader.keyed_state("remember", "count")
     assert count.column_names == ["key", "value"], "a state without a TTL reads as before"
     assert dict(rows(count, "key", "value")) == expected["count"]
+
+
+def frame_rows(reader: SavepointReader, name: str, pickled: bool = False) -> list[tuple]:
+    """``keyed_state_frame``'s rows of ``name``, read file by file as its executors read them, without Spark."""
+    return [row for task in reader._frame_tasks("remember", name, pickled) for row in _read_one_file(task)]
+
+
+def test_the_frames_rows_of_a_state_with_a_ttl_are_keyed_states_rows_pickled_or_not(tmp_path):
+    """keyed_state_frame (its executors' part) gives keyed_state's columns: a value without its times and its
+    last_access_ms; pickled, the key and the value as bytes, and a map state's times too (keyed by its keys)."""
+    reader = remembered(tmp_path)
+    expected = ttl_reference()
+    assert len(reader._frame_tasks("remember", "last", False)) == 2, "a file per subtask"
+    times_type = {"last": "bigint", "seen": "array<bigint>", "by_parity": "binary"}
+    for name in ("last", "seen", "by_parity"):
+        assert {k: (v, t) for k, v, t in frame_rows(reader, name)} == expected[name], name
+        pickled = frame_rows(reader, name, pickled=True)
+        unpickle_times = pickle.loads if name == "by_parity" else (lambda t: t)
+        assert {pickle.loads(k): (pickle.loads(v), unpickle_times(t)) for k, v, t in pickled} == expected[name], name
+        schema = _pickled_schema(pickled[0])
+        assert [(f.name, f.dataType.simpleString()) for f in schema.fields] == [
+            ("key", "binary"), ("value", "binary"), ("last_access_ms", times_type[name])]
+    assert dict(frame_rows(reader, "count")) == expected["count"], "a state without a TTL reads as before"
+    pickled = frame_rows(reader, "count", pickled=True)
+    assert {pickle.loads(k): pickle.loads(v) for k, v in pickled} == expected["count"]
+    assert _pickled_schema(pickled[0]).fieldNames() == ["key", "value"]
 
 
 def test_the_window_operators_state_names_are_the_savepoint_formats():
