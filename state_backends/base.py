@@ -281,6 +281,10 @@ class KeyedStateBackend(ABC):
     def state_names(self) -> list[str]:
         """The names of the states that hold entries on this subtask (declared here or restored)."""
 
+    def declared_states(self) -> dict[str, Any]:
+        """The descriptor of each state declared on this subtask, by name: what a savepoint types its tables by."""
+        return {}
+
     @abstractmethod
     def drop_state(self, state_name: str) -> None:
         """Remove state ``state_name`` for every key at once (a window's panes when it is done); snapshots

@@ -27,15 +27,17 @@ so an unreachable storage raises :class:`~runtime.errors.StorageUnreachableError
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pickle
 import posixpath
 import re
 import struct
 import zlib
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
@@ -52,8 +54,12 @@ from runtime.protocol.checkpoints import (
     CompletedCheckpoint,
     SharedFile,
     StateHandle,
+    StateTableFile,
 )
 from state_backends.checkpoint_store import CheckpointStore
+from state_backends.heap.snapshot import TTL_FORMAT
+from state_backends.pickling import pickle_state
+from state_backends.state_columns import StateFileEncoder, StateLayout, decode_batch, state_of_schema
 
 __all__ = ["CheckpointStorage", "SavepointStorage", "CheckpointStatus", "StoredCheckpoint", "OPERATOR_STATE_GROUP",
            "checksum", "job_directory_name", "uid_directory_name"]
@@ -131,6 +137,31 @@ def _verified_rows(data: bytes, handle: StateHandle) -> tuple[str | None, list]:
         return (f"does not match the checksum written with it ({_checksum_text(crc)}, not {handle.checksum}): it was "
                 "changed or damaged after the checkpoint"), []
     return None, rows
+
+
+def _table_problem(data: bytes, table: StateTableFile) -> str | None:
+    """What is wrong with a state table's bytes (None when it is intact)."""
+    if _checksum_text(zlib.crc32(data)) != table.checksum:
+        return (f"does not match the checksum written with it ({_checksum_text(zlib.crc32(data))}, not "
+                f"{table.checksum}): it was changed or damaged after the checkpoint")
+    try:
+        reader = pa.ipc.open_file(pa.py_buffer(data))
+        state = state_of_schema(reader.schema)
+        if state.get("state") != table.state:
+            return f"is unreadable: it holds state {state.get('state')!r}, not {table.state!r}"
+        if reader.num_record_batches != len(table.key_groups):
+            return (f"is unreadable: it holds {reader.num_record_batches} key groups, {len(table.key_groups)} were "
+                    "written")
+        for index in range(reader.num_record_batches):
+            batch = reader.get_batch(index)
+            batch.validate(full=True)
+            if batch.num_rows == 0 or batch.column(0)[0].as_py() != table.key_groups[index]:
+                return f"is unreadable: batch {index} is not key group {table.key_groups[index]}"
+    except CorruptCheckpointError as exc:
+        return str(exc)
+    except Exception as exc:  # whatever damaged bytes make Arrow raise
+        return f"is unreadable: {type(exc).__name__}: {exc}"
+    return None
 
 
 def _absolute_url(url: str) -> str:
@@ -262,6 +293,52 @@ class CheckpointStorage:
         groups, checksum = self._write_rows(path, rows)
         return StateHandle(uid, subtask, relative, self.store.size(path), groups, checksum)
 
+    def write_state_tables(self, checkpoint_id: CheckpointId, uid: str, subtask: SubtaskIndex, handle: StateHandle,
+                           keyed_rows: Iterable[tuple[KeyGroup, bytes]],
+                           descriptors: Mapping[str, object], finished: str | None = None) -> StateHandle:
+        """``handle`` with the keyed state of ``keyed_rows`` (a full keyed snapshot's rows) written beside it as
+        one table per state (:mod:`state_backends.state_columns`), typed as ``descriptors`` (state name ->
+        descriptor) declare: how savepoints store keyed state. Each file's checksum is of its bytes, read back
+        once written (savepoints only: checkpoints keep their rows, written without a second pass). ``finished``:
+        as :meth:`write_state_file`'s (the final state of a subtask of a job stopping with a savepoint)."""
+        writers: dict[str, tuple] = {}
+        with contextlib.ExitStack() as files:
+            for group, payload in keyed_rows:
+                for name, table in pickle.loads(payload).items():
+                    ttl = type(table) is tuple
+                    if ttl:
+                        stored_format, table = table
+                        if stored_format != TTL_FORMAT:
+                            raise CheckpointError(f"state '{name}' of operator uid '{uid}' is in format "
+                                                  f"{stored_format!r}, which this version does not write")
+                    if not table:
+                        continue
+                    open_file = writers.get(name)
+                    if open_file is None:
+                        encoder = StateFileEncoder(StateLayout.of(name, descriptors.get(name), ttl))
+                        batch = encoder.batch(group, table)
+                        relative = self.state_table_name(uid, name, subtask)
+                        if finished is not None:
+                            relative = f"{FINISHED_PREFIX}{finished}/{relative}"
+                        sink = files.enter_context(self.store.open_output(self.absolute(checkpoint_id, relative)))
+                        writer = files.enter_context(pa.ipc.new_file(sink, encoder.schema))
+                        open_file = writers[name] = (encoder, writer, relative, [])
+                    else:
+                        batch = open_file[0].batch(group, table)
+                    open_file[1].write_batch(batch)
+                    open_file[3].append(group)
+        tables = []
+        for name, (_, _, relative, groups) in writers.items():
+            data = self.store.read(self.absolute(checkpoint_id, relative))
+            tables.append(StateTableFile(name, relative, len(data), _checksum_text(zlib.crc32(data)), tuple(groups)))
+        return replace(handle, tables=tuple(tables))
+
+    @staticmethod
+    def state_table_name(uid: str, state: str, subtask: SubtaskIndex) -> str:
+        """Where :meth:`write_state_tables` puts state ``state`` of a subtask: a directory per state, so that a
+        state's files read as one dataset (``pyarrow.dataset.dataset(directory, format="arrow")``)."""
+        return f"{uid}/{uid_directory_name(state)}/{subtask}.arrow"
+
     def write_shared_rows(self, checkpoint_id: CheckpointId, uid: str, name: str,
                           rows: Iterable[tuple[KeyGroup, bytes]]) -> tuple[SharedFile, tuple[KeyGroup, ...]]:
         """Write rows as a state file does, to ``shared/<uid>/<name>`` (later checkpoints may reference it: an
@@ -323,6 +400,8 @@ class CheckpointStorage:
         """Delete state files that no checkpoint will reference (a late or unexpected acknowledgement's)."""
         for handle in handles:
             self.store.delete(self.absolute(checkpoint_id, handle.path))
+            for table in handle.tables:
+                self.store.delete(self.absolute(checkpoint_id, table.path))
 
     def default_savepoint_url(self) -> str:
         """Where this job's savepoints go unless told otherwise: ``<storage>/<job>/savepoints``.
@@ -508,6 +587,13 @@ class CheckpointStorage:
                         found.append(f"shared file {shared_path} does not have the {stored.size} bytes stored")
                 except FileNotFoundError:
                     found.append(f"shared file {shared_path} is missing")
+            for table in handle.tables:
+                table_path = self.absolute(checkpoint.checkpoint_id, table.path)
+                try:
+                    if self.store.size(table_path) != table.size:
+                        found.append(f"state table {table_path} does not have the {table.size} bytes written")
+                except FileNotFoundError:
+                    found.append(f"state table {table_path} is missing")
         return found
 
     def validated_checkpoint(self, checkpoint_id: CheckpointId) -> CompletedCheckpoint:
@@ -575,6 +661,34 @@ class CheckpointStorage:
         for group, payload in rows:
             if key_groups is None or group in key_groups:
                 yield group, payload.to_pybytes()
+        for table in handle.tables:
+            if key_groups is None or any(g in key_groups for g in table.key_groups):
+                yield from self._table_rows(checkpoint_id, handle, table, key_groups)
+
+    def _table_rows(self, checkpoint_id: CheckpointId, handle: StateHandle, table: StateTableFile,
+                    key_groups) -> Iterator[tuple[KeyGroup, bytes]]:
+        """A state table's key groups as the rows of a heap snapshot (one state each), checked as a state file."""
+        path = self.absolute(checkpoint_id, table.path)
+        where = (f"Checkpoint {checkpoint_id}: state table {path} of state '{table.state}' of operator uid "
+                 f"'{handle.uid}'")
+        problem = None
+        for _ in range(2):
+            try:
+                data = self.store.read(path)
+            except FileNotFoundError:
+                problem = "is missing"
+                continue
+            problem = _table_problem(data, table)
+            if problem is None:
+                break
+        if problem is not None:
+            raise CorruptCheckpointError(f"{where} {problem}. Restore an older checkpoint.")
+        reader = pa.ipc.open_file(pa.py_buffer(data))
+        for index in range(reader.num_record_batches):
+            group = table.key_groups[index]
+            if key_groups is None or group in key_groups:
+                _, name, entries = decode_batch(reader.get_batch(index), reader.schema)
+                yield group, pickle_state({name: entries}, "keyed state")
 
 
 class SavepointStorage(CheckpointStorage):
@@ -659,9 +773,17 @@ class SavepointStorage(CheckpointStorage):
             for handle in op.handles:
                 if handle.path.startswith(FINISHED_PREFIX):
                     relative = self.state_file_name(handle.uid, handle.subtask)
-                    data = source.store.read(source.absolute(checkpoint.checkpoint_id, handle.path))
-                    self.store.write(self.absolute(checkpoint.checkpoint_id, relative), data)
-                    handle = replace(handle, path=relative)
+                    self._copy(source, checkpoint.checkpoint_id, handle.path, relative)
+                    tables = []
+                    for table in handle.tables:
+                        table_relative = self.state_table_name(handle.uid, table.state, handle.subtask)
+                        self._copy(source, checkpoint.checkpoint_id, table.path, table_relative)
+                        tables.append(replace(table, path=table_relative))
+                    handle = replace(handle, path=relative, tables=tuple(tables))
                 handles.append(handle)
             operators.append(replace(op, handles=tuple(handles)))
         return replace(checkpoint, operators=tuple(operators))
+
+    def _copy(self, source: CheckpointStorage, checkpoint_id: CheckpointId, path: str, relative: str) -> None:
+        data = source.store.read(source.absolute(checkpoint_id, path))
+        self.store.write(self.absolute(checkpoint_id, relative), data)

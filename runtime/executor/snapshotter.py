@@ -24,7 +24,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from runtime.errors import ChandyError, UnpicklableStateError
 from runtime.ids import Attempt, ChainIndex, CheckpointId, SubtaskIndex
@@ -50,6 +50,7 @@ class OperatorSnapshot:
     operator_state: dict = field(default_factory=dict)
     source_position: str | None = None
     channel_state: Any = None
+    descriptors: Mapping[str, Any] = field(default_factory=dict)  # its keyed states' declared types (savepoints)
 
 
 @dataclass
@@ -66,6 +67,7 @@ class SubtaskSnapshot:
     savepoint: str | None = None  # the directory of the savepoint this checkpoint is, if it is one
     start_delay_ms: float = 0.0  # from the trigger to this subtask's first barrier
     unaligned: bool = False  # taken at its first barrier, the records in flight stored as channel state
+    as_tables: bool = False  # keyed state as a savepoint stores it: a typed table per state (state_columns)
 
     def describe(self) -> str:
         return f"subtask {self.subtask} of {self.chain_description or f'chain {self.chain}'}"
@@ -204,7 +206,16 @@ class Snapshotter:
                     rows.append((operator.keyed.manifest_group, manifest))
                 elif operator.keyed is not None:  # keyed groups stream straight into the file
                     keyed = operator.keyed.serialized()
-                if operator.keyed is not None or rows:
+                if operator.keyed is not None and snapshot.as_tables:
+                    # a savepoint is data: its keyed state as a typed table per state, beside the other rows
+                    finished = {"finished": snapshot.final} if snapshot.final is not None else {}
+                    handle = storage.write_state_file(snapshot.checkpoint_id, operator.uid, snapshot.subtask,
+                                                      self._unless_aborted(snapshot.checkpoint_id, iter(rows)),
+                                                      **finished)
+                    handles.append(storage.write_state_tables(
+                        snapshot.checkpoint_id, operator.uid, snapshot.subtask, handle,
+                        self._unless_aborted(snapshot.checkpoint_id, keyed), operator.descriptors, **finished))
+                elif operator.keyed is not None or rows:
                     handle = storage.write_state_file(
                         snapshot.checkpoint_id, operator.uid, snapshot.subtask,
                         self._unless_aborted(snapshot.checkpoint_id, itertools.chain(rows, keyed)),

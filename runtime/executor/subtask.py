@@ -232,6 +232,7 @@ class SubtaskRunner:
             # the snapshotter stores it, then sends SubtaskFinished with its files. Its id is the first
             # checkpoint that can include it (a sink pre-commits there what a stopped input left open).
             final = self._snapshot(CheckpointId(self.last_checkpoint_id + 1), 0.0, final=uuid.uuid4().hex[:16])
+            final.as_tables = self.stopping  # the stop's savepoint holds this final state
             self.slot.snapshotter.submit(final)
             self.status = SubtaskStatus.FINISHED
             self._await_checkpoint_with_final_state()
@@ -556,6 +557,7 @@ class SubtaskRunner:
         with gc_paused():
             snapshot = self._snapshot(checkpoint_id, alignment_ms, full=savepoint is not None)
             snapshot.savepoint = savepoint
+            snapshot.as_tables = savepoint is not None
             snapshot.start_delay_ms = max(0.0, start_delay_ms)
             snapshot.unaligned = unaligned
             self.writer.broadcast_event(CheckpointBarrier(checkpoint_id, savepoint, triggered_at_ms, unaligned))
@@ -596,7 +598,8 @@ class SubtaskRunner:
             keyed = backend.snapshot(full) if backend is not None else None
             state = self._call(index, "snapshot_operator_state", checkpoint_id)
             position = node.operator.describe_position() if node.is_source else None
-            snapshots.append(OperatorSnapshot(node.uid, keyed, state, position))
+            declared = backend.declared_states() if keyed is not None and full else {}
+            snapshots.append(OperatorSnapshot(node.uid, keyed, state, position, descriptors=declared))
         sync_ms = (time.monotonic() - started) * 1000.0
         return SubtaskSnapshot(checkpoint_id, self.chain.index, self.slot.slot, snapshots, sync_ms, alignment_ms,
                                started, self.chain.describe(), final)

@@ -34,6 +34,7 @@ __all__ = ["UNION_PREFIX",
     "NATIVE_STATE_GROUP",
     "HEAP_GROUPS_STATE_GROUP",
     "SharedFile",
+    "StateTableFile",
     "CHANNEL_KEY_GROUP_BASE",
     "CHANNEL_STATE_GROUP",
     "PINNED_CHANNEL_STATE_GROUP",
@@ -67,7 +68,7 @@ NATIVE_STATE_GROUP = KeyGroup(-4)
 # state_backends.heap.incremental).
 HEAP_GROUPS_STATE_GROUP = KeyGroup(-5)
 UNION_PREFIX = "union:"  # operator list state every subtask receives whole on a restore (Flink's union state)
-METADATA_FORMAT = 1
+METADATA_FORMAT = 2  # 2: a savepoint's keyed state as typed tables (StateTableFile); 1 reads as before
 
 
 @dataclass(frozen=True, order=True)
@@ -104,6 +105,33 @@ class SharedFile:
 
 
 @dataclass(frozen=True)
+class StateTableFile:
+    """One keyed state of one operator subtask as an Arrow table of typed columns (:mod:`state_backends.
+    state_columns`): how a savepoint stores keyed state. Its path is relative to the checkpoint's directory, its
+    checksum is of its bytes, and ``key_groups`` are those it holds rows of.
+
+    >>> f = StateTableFile("count", "count/count-1a2b3c4d/0.arrow", 4096, "crc32:0badf00d", (3, 9))
+    >>> StateTableFile.from_metadata(f.to_metadata()) == f
+    True
+    """
+
+    state: str
+    path: str
+    size: int
+    checksum: str
+    key_groups: tuple[KeyGroup, ...]
+
+    def to_metadata(self) -> dict:
+        return {"state": self.state, "path": self.path, "size": self.size, "checksum": self.checksum,
+                "key_groups": list(self.key_groups)}
+
+    @classmethod
+    def from_metadata(cls, entry: Mapping) -> "StateTableFile":
+        return cls(str(entry["state"]), str(entry["path"]), int(entry["size"]), str(entry["checksum"]),
+                   tuple(KeyGroup(int(g)) for g in entry["key_groups"]))
+
+
+@dataclass(frozen=True)
 class StateHandle:
     """One state file: whose it is, where (relative to its checkpoint's directory), and what it holds.
 
@@ -126,12 +154,16 @@ class StateHandle:
     # shared files it uses; its state file holds a manifest row (NATIVE_STATE_GROUP or HEAP_GROUPS_STATE_GROUP).
     native_range: tuple[KeyGroup, KeyGroup] | None = None
     shared: tuple[SharedFile, ...] = ()
+    # A savepoint's keyed state (format 2): a table per state, beside the state file (which keeps the rest).
+    tables: tuple[StateTableFile, ...] = ()
 
     @property
     def keyed_groups(self) -> tuple[KeyGroup, ...]:
         groups = tuple(g for g in self.key_groups if 0 <= g < CHANNEL_KEY_GROUP_BASE)
         if self.native_range is not None:
             groups += tuple(KeyGroup(g) for g in range(self.native_range[0], self.native_range[1] + 1))
+        if self.tables:
+            groups += tuple(sorted({g for table in self.tables for g in table.key_groups} - set(groups)))
         return groups
 
     @property
@@ -140,12 +172,13 @@ class StateHandle:
 
     def uploaded_bytes(self, checkpoint_id: CheckpointId) -> int:
         """What checkpoint ``checkpoint_id`` stored for this handle: its file and the shared files it uploaded."""
-        return self.size + sum(f.size for f in self.shared if f.uploaded_in == checkpoint_id)
+        return (self.size + sum(f.size for f in self.shared if f.uploaded_in == checkpoint_id)
+                + sum(t.size for t in self.tables))
 
     @property
     def full_bytes(self) -> int:
         """Its file and every shared file it references: what a restore reads."""
-        return self.size + sum(f.size for f in self.shared)
+        return self.size + sum(f.size for f in self.shared) + sum(t.size for t in self.tables)
 
     @property
     def has_operator_state(self) -> bool:
@@ -169,6 +202,8 @@ class StateHandle:
         if self.native_range is not None:
             entry["native_range"] = list(self.native_range)
             entry["shared"] = [f.to_metadata() for f in self.shared]
+        if self.tables:
+            entry["tables"] = [t.to_metadata() for t in self.tables]
         return entry
 
     @classmethod
@@ -177,7 +212,8 @@ class StateHandle:
         return cls(str(entry["uid"]), SubtaskIndex(int(entry["subtask"])), str(entry["path"]), int(entry["size"]),
                    tuple(KeyGroup(int(g)) for g in entry["key_groups"]), entry.get("checksum"),
                    None if native is None else (KeyGroup(int(native[0])), KeyGroup(int(native[1]))),
-                   tuple(SharedFile.from_metadata(f) for f in entry.get("shared", ())))
+                   tuple(SharedFile.from_metadata(f) for f in entry.get("shared", ())),
+                   tuple(StateTableFile.from_metadata(t) for t in entry.get("tables", ())))
 
 
 @dataclass(frozen=True)

@@ -414,6 +414,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     def state_names(self) -> list[str]:
         return [name for name, groups in self._tables.items() if any(groups.values())]
 
+    def declared_states(self) -> dict[str, StateDescriptor]:
+        return dict(self._descriptors)
+
     def drop_state(self, state_name: str) -> None:
         # Snapshots hold the group tables themselves, not this mapping: dropping it changes none of them.
         dropped = self._tables.pop(state_name, None)

@@ -408,6 +408,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             group, key, _ = split_row(prefix[STATE_ID_BYTES:])
             yield group, decode_key(key), value
 
+    def declared_states(self) -> dict[str, StateDescriptor]:
+        return dict(self._descriptors)
+
     def state_names(self) -> list[str]:
         self.cache.flush()
         names = []
