@@ -46,6 +46,7 @@ from runtime.keys.canonical import canonical_key
 from runtime.keys.key_groups import assign_to_key_group, key_group_range, subtask_for_key
 from runtime.protocol.checkpoints import OPERATOR_STATE_GROUP, CompletedCheckpoint, OperatorState, StateHandle
 from runtime.state_api.reader import SavepointReader
+from state_backends.descriptors import ValueStateDescriptor
 from state_backends.heap import HeapKeyedStateBackend
 from state_backends.storage import SavepointStorage
 
@@ -67,6 +68,7 @@ class _Operator:
     name: str
     parallelism: int
     keyed: dict[str, "dict[Any, Any] | _Frame"] = field(default_factory=dict)
+    types: dict[str, Any] = field(default_factory=dict)  # state name -> the declared type of its entries
     operator_rows: dict[int, bytes] = field(default_factory=dict)  # subtask -> its pickled operator state
     source_positions: dict = field(default_factory=dict)
 
@@ -114,13 +116,17 @@ class SavepointWriter:
         return list(self._operators)
 
     def with_keyed_state(self, uid: str, name: str, data, key_column: str = "key", value_column: str = "value",
-                         parallelism: int | None = None, operator_name: str | None = None) -> "SavepointWriter":
+                         parallelism: int | None = None, operator_name: str | None = None,
+                         type_info=None) -> "SavepointWriter":
         """Set keyed state ``name`` of operator ``uid`` from ``data``: a ``pyarrow.Table``, a pandas ``DataFrame``
         or a Spark ``DataFrame`` (its ``key_column`` and ``value_column``), a dict ``{key: entry}`` or ``(key,
         entry)`` pairs. An entry is what the state holds per key: a value state's value, a list state's list, a map
         state's dict. Keys must be what the job's key selector gives (the same type: ``1`` and ``"1"`` are
         different keys). A new operator's ``parallelism`` is 1 unless given; the job may restore it at any
-        parallelism. A key given twice is refused with a ``ConfigurationError`` (a state holds one entry per key):
+        parallelism. ``type_info`` (``Types.LONG()``, ``Types.LIST(Types.STRING())``, ...) types the entries'
+        column in the savepoint's table (docs/savepoint-format.md), as a descriptor's type does in a job's
+        savepoint; without it (and for entries that do not fit it) they are stored pickled. Either way they
+        restore as given. A key given twice is refused with a ``ConfigurationError`` (a state holds one entry per key):
         here, for a table or pairs.
 
         A Spark DataFrame is not collected: :meth:`write` runs a Spark job in which the executors route each row
@@ -145,6 +151,10 @@ class SavepointWriter:
         elif parallelism is not None:
             draft.parallelism = parallelism
         draft.keyed[name] = entries
+        if type_info is not None:
+            draft.types[name] = type_info
+        else:
+            draft.types.pop(name, None)
         return self
 
     def remove_operator(self, uid: str) -> "SavepointWriter":
@@ -156,6 +166,7 @@ class SavepointWriter:
     def remove_state(self, uid: str, name: str) -> "SavepointWriter":
         self._keyed(uid, name)
         del self._operators[uid].keyed[name]
+        self._operators[uid].types.pop(name, None)
         return self
 
     def transform(self, uid: str, name: str, function: Callable[[Any, Any], Any]) -> "SavepointWriter":
@@ -233,7 +244,8 @@ class SavepointWriter:
             for subtask, row in _routed(name, entries.items(), self.max_parallelism, draft.parallelism):
                 routed[subtask].append(row)
         handles = (_subtask_file(storage, checkpoint_id, draft.uid, self.max_parallelism, draft.parallelism, subtask,
-                                 draft.operator_rows.get(subtask), rows) for subtask, rows in enumerate(routed))
+                                 draft.operator_rows.get(subtask), rows, draft.types)
+                   for subtask, rows in enumerate(routed))
         return [handle for handle in handles if handle is not None]
 
     def _written_on_executors(self, storage, checkpoint_id: CheckpointId, draft: _Operator) -> list[StateHandle]:
@@ -253,7 +265,8 @@ class SavepointWriter:
                 for routed in _routed(name, entries.items(), maxp, p)]  # in the driver's memory already
         if held:
             parts.append(context.parallelize(held, max(1, min(p, len(held)))))
-        write = _WriteSubtask(storage, checkpoint_id, draft.uid, maxp, p, dict(draft.operator_rows))
+        write = _WriteSubtask(storage, checkpoint_id, draft.uid, maxp, p, dict(draft.operator_rows),
+                              dict(draft.types))
         results = (context.union(parts).partitionBy(_subtask_count(draft), _subtask_is_partition)
                    .mapPartitionsWithIndex(write).collect())  # a handle (or a key given twice) per subtask
         for outcome in results:
@@ -287,12 +300,14 @@ def _routed(name: str, pairs: Iterable, max_parallelism: int, parallelism: int):
 
 
 def _subtask_file(storage, checkpoint_id: CheckpointId, uid: str, max_parallelism: int, parallelism: int,
-                  subtask: int, operator_payload: bytes | None, rows: Iterable) -> StateHandle | None:
-    """Write the state file of ``subtask`` (None when it has nothing): its operator state first, as a subtask's
-    snapshot writes it, then its key groups as a heap backend's full snapshot, from ``rows`` of ``(state name, key,
-    entry)``, every one of a key this subtask owns. The driver and the executors write files with this one
-    function. Entries go into the backend ordered by state name, key group and pickled key, so the file is the
-    same whatever order the rows came in. A key given twice for a state raises :class:`_KeyTwice`.
+                  subtask: int, operator_payload: bytes | None, rows: Iterable,
+                  types: dict | None = None) -> StateHandle | None:
+    """Write the state files of ``subtask`` (None when it has nothing): its operator state in its state file, as a
+    subtask's snapshot writes it, and its keyed state as a savepoint's tables (typed by ``types``: state name ->
+    type information), from ``rows`` of ``(state name, key, entry)``, every one of a key this subtask owns. The
+    driver and the executors write files with this one function. Entries go into the backend ordered by state
+    name, key group and pickled key, so the files are the same whatever order the rows came in. A key given twice
+    for a state raises :class:`_KeyTwice`.
 
     >>> from state_backends.storage import SavepointStorage
     >>> storage = SavepointStorage("memory://state-writer-doc/one-file")
@@ -318,11 +333,15 @@ def _subtask_file(storage, checkpoint_id: CheckpointId, uid: str, max_parallelis
         table = tables[name]
         for key in sorted(table, key=lambda k: (assign_to_key_group(k, max_parallelism), pickle.dumps(k, 5))):
             backend.put_entry(name, key, table[key])
-    written = [] if operator_payload is None else [(OPERATOR_STATE_GROUP, operator_payload)]
     snapshot = backend.snapshot(full=True)
-    if snapshot is not None:
-        written.extend(snapshot.serialized())
-    return storage.write_state_file(checkpoint_id, uid, subtask, written) if written else None
+    if operator_payload is None and snapshot is None:
+        return None
+    handle = storage.write_state_file(checkpoint_id, uid, subtask,
+                                      [] if operator_payload is None else [(OPERATOR_STATE_GROUP, operator_payload)])
+    if snapshot is None:
+        return handle
+    declared = {name: ValueStateDescriptor(name, type_info) for name, type_info in (types or {}).items()}
+    return storage.write_state_tables(checkpoint_id, uid, subtask, handle, snapshot.serialized(), declared)
 
 
 class _RouteRows:
@@ -346,14 +365,15 @@ class _WriteSubtask:
     twice, for the driver to raise."""
 
     def __init__(self, storage, checkpoint_id: CheckpointId, uid: str, max_parallelism: int, parallelism: int,
-                 operator_rows: dict[int, bytes]):
+                 operator_rows: dict[int, bytes], types: dict):
         self.storage, self.checkpoint_id, self.uid = storage, checkpoint_id, uid
         self.max_parallelism, self.parallelism, self.operator_rows = max_parallelism, parallelism, operator_rows
+        self.types = types
 
     def __call__(self, index: int, routed) -> list[tuple]:
         try:
             handle = _subtask_file(self.storage, self.checkpoint_id, self.uid, self.max_parallelism, self.parallelism,
-                                   index, self.operator_rows.get(index), (row for _, row in routed))
+                                   index, self.operator_rows.get(index), (row for _, row in routed), self.types)
         except _KeyTwice as twice:
             return [("twice", twice.name, twice.key)]
         return [] if handle is None else [("handle", handle)]

@@ -4,6 +4,7 @@ keys, and an existing savepoint changes as asked."""
 import collections
 import itertools
 import os
+import pickle
 
 import pandas as pd
 import pyarrow as pa
@@ -119,3 +120,26 @@ def test_the_committed_format_1_savepoint_reads_as_the_state_its_job_had():
                                                                                       [8000, 10000, 1]]
     read = collections.Counter(x % 37 for x in itertools.chain(range(0, 3000), range(5000, 8000)))
     assert pairs(reader.keyed_state("count", "count")) == dict(read)
+
+
+def test_a_declared_type_gives_the_written_tables_a_typed_value_column_and_entries_that_do_not_fit_stay_exact(
+        tmp_path):
+    import pyarrow.dataset as ds
+
+    from runtime.types import Types
+
+    given = {"ann": 3, "bob": 2 ** 70, "cy": [1, 2]}  # beyond int64, and not a number: both pickled
+    path = (SavepointWriter.new_savepoint(16)
+            .with_keyed_state("count", "count", given, type_info=Types.LONG(), parallelism=2)
+            .with_keyed_state("count", "untyped", {"ann": 1})
+            .write(str(tmp_path / "sp")))
+    reader = SavepointReader.read(path)
+    tables = {t.state: t for h in reader.checkpoint.operator("count").handles for t in h.tables}
+    counts = ds.dataset(os.path.dirname(os.path.join(path, tables["count"].path)), format="arrow").to_table()
+    assert counts.schema.field("value").type == pa.int64()
+    assert sorted(v for v in counts.column("value").to_pylist() if v is not None) == [3]
+    assert "value" not in ds.dataset(os.path.dirname(os.path.join(path, tables["untyped"].path)),
+                                     format="arrow").schema.names
+    table = reader.keyed_state("count", "count")
+    assert {k: pickle.loads(v) for k, v in zip(table.column("key").to_pylist(),
+                                               table.column("value_pickled").to_pylist())} == given
