@@ -48,7 +48,7 @@ from typing import Any
 import pyarrow as pa
 
 from runtime.errors import CorruptCheckpointError
-from runtime.types import Row, TypeInformation, _create_row
+from runtime.types import Row, TypeInformation
 from state_backends.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -63,7 +63,6 @@ __all__ = ["StateLayout", "StateFileEncoder", "decode_batch", "state_of_schema",
 
 LAYOUT_FORMAT = "state-columns/1"
 _METADATA_KEY = b"chandy.state"
-_SHAPE_KEY = b"chandy.python"  # how a typed column's Arrow values become the Python values they were
 
 VALUE, LIST, MAP, ENTRY = "value", "list", "map", "entry"  # ENTRY: a state of unknown kind, its entries pickled
 _KINDS = {ValueStateDescriptor: VALUE, ReducingStateDescriptor: VALUE, AggregatingStateDescriptor: VALUE,
@@ -121,11 +120,18 @@ def _is_type(type_info) -> bool:
 
 
 def _shape(type_info: TypeInformation):
-    """What Python builds a value of ``type_info`` from its Arrow value: a JSON tree (``{"row": [...]}``,
-    ``{"tuple": [...]}``, ``{"list": ...}``, ``{"dict": [key, value]}``, or None for a value Arrow gives as it is)."""
+    """What Python builds a value of ``type_info`` from its Arrow value, as JSON: ``{"row": [field shapes],
+    "names": [...]}`` (a Row with those field names), ``{"tuple": [...], "names": [...]}`` (the struct's field
+    names), ``{"list": item}``, ``{"dict": [key, value]}``, or None for a value Arrow gives as it is.
+
+    >>> from runtime.types import Types
+    >>> _shape(Types.LIST(Types.ROW_NAMED(["word", "count"], [Types.STRING(), Types.LONG()])))
+    {'list': {'row': [None, None], 'names': ['word', 'count']}}
+    """
     arrow = type_info.to_arrow()
     if pa.types.is_struct(arrow):
-        return {"row" if type_info.is_row else "tuple": [_shape(field) for field in type_info.fields]}
+        return {"row" if type_info.is_row else "tuple": [_shape(field) for field in type_info.fields],
+                "names": [field.name for field in arrow]}
     if pa.types.is_list(arrow) and type_info.fields:
         return {"list": _shape(type_info.fields[0])}
     if pa.types.is_map(arrow) and len(type_info.fields) == 2:
@@ -134,7 +140,7 @@ def _shape(type_info: TypeInformation):
 
 
 def _to_arrow(shape, value):
-    """``value`` as Arrow takes a value of the column ``shape`` (see :func:`_named`) describes."""
+    """``value`` as Arrow takes a value of the column ``shape`` (see :func:`_shape`) describes."""
     if shape is None or value is None:
         return value
     if "list" in shape:
@@ -147,32 +153,6 @@ def _to_arrow(shape, value):
     if len(values) != len(fields):
         raise ValueError(f"{len(values)} fields where {len(fields)} are declared")
     return {name: _to_arrow(field, v) for name, field, v in zip(shape["names"], fields, values)}
-
-
-def _names(shape, arrow_type: pa.DataType):
-    """The field names of the rows in ``shape`` (a tree beside it), taken from the declared Arrow type."""
-    if shape is None:
-        return None
-    kind, inner = next(iter(shape.items()))
-    if kind in ("row", "tuple"):
-        return {"names": [f.name for f in arrow_type], "fields": [_names(s, f.type) for s, f in zip(inner, arrow_type)]}
-    if kind == "list":
-        return {"item": _names(inner, arrow_type.value_type)}
-    return {"key": _names(inner[0], arrow_type.key_type), "value": _names(inner[1], arrow_type.item_type)}
-
-
-def _named(shape, names):
-    """``shape`` with each row's field names in it (``{"row": [...], "names": [...]}``)."""
-    if shape is None:
-        return None
-    kind, inner = next(iter(shape.items()))
-    if kind == "row":
-        return {"row": [_named(s, n) for s, n in zip(inner, names["fields"])], "names": names["names"]}
-    if kind == "tuple":
-        return {"tuple": [_named(s, n) for s, n in zip(inner, names["fields"])], "names": names["names"]}
-    if kind == "list":
-        return {"list": _named(inner, names["item"])}
-    return {"dict": [_named(inner[0], names["key"]), _named(inner[1], names["value"])]}
 
 
 def _identical(a, b) -> bool:
@@ -206,7 +186,7 @@ class _Column:
     def __init__(self, name: str, arrow_type: pa.DataType | None, shape=None):
         self.name = name
         self.arrow_type = arrow_type
-        self.shape = None if arrow_type is None else _named(shape, _names(shape, arrow_type))
+        self.shape = shape
 
     def fields(self) -> list[pa.Field]:
         typed = [] if self.arrow_type is None else [pa.field(self.name, self.arrow_type)]
@@ -251,12 +231,12 @@ def _converts(value, arrow_type: pa.DataType) -> bool:
 
 
 def _decoded(shape, value):
-    """:func:`_from_arrow` with the row names kept in ``shape`` (see :func:`_named`)."""
+    """The Python value a typed column of ``shape`` (see :func:`_shape`) held as ``value``."""
     if shape is None or value is None:
         return value
     if "row" in shape:
         values = [_decoded(s, v) for s, v in zip(shape["row"], value.values())]
-        return _create_row(tuple(shape["names"]), values)
+        return Row.of(shape["names"], values)
     if "tuple" in shape:
         return tuple(_decoded(s, v) for s, v in zip(shape["tuple"], value.values()))
     if "list" in shape:
