@@ -57,6 +57,7 @@ from runtime.protocol.checkpoints import (
     StateTableFile,
 )
 from state_backends.checkpoint_store import CheckpointStore
+from state_backends.checksums import RowsChecksum, of_bytes
 from state_backends.heap.snapshot import TTL_FORMAT
 from state_backends.pickling import pickle_state
 from state_backends.state_columns import StateFileEncoder, StateLayout, decode_batch, state_of_schema
@@ -82,17 +83,9 @@ def _binary_without_copy(payload: bytes) -> pa.Array:
 _GROUP = struct.Struct("<i")
 
 
-def _checksum_text(crc: int) -> str:
-    return f"crc32:{crc:08x}"
-
-
-def _add_to_checksum(crc: int, group: int, payload) -> int:
-    return zlib.crc32(payload, zlib.crc32(_GROUP.pack(group), crc))
-
-
 def checksum(rows) -> str:
-    """The checksum ``_metadata`` records for a state file: CRC-32 over its ``(key group, payload)`` rows in
-    file order, which is everything a restore reads from it.
+    """The checksum ``_metadata`` records for a state file: :class:`~state_backends.checksums.RowsChecksum` over
+    its ``(key group, payload)`` rows in file order, which is everything a restore reads from it.
 
     It is computed over the payloads as they are written rather than over the file's bytes: feeding Arrow's
     writer through a Python object to see its bytes takes the GIL once per buffer, 4-10x slower per
@@ -100,18 +93,18 @@ def checksum(rows) -> str:
     reading it or changes what it reads, so the rows' checksum catches that too.
 
     >>> checksum([(3, b"state"), (-1, b"operator")])
-    'crc32:2b17a761'
+    'xxh3:97e240cc0c18c277'
     """
-    crc = 0
+    summed = RowsChecksum()
     for group, payload in rows:
-        crc = _add_to_checksum(crc, group, payload)
-    return _checksum_text(crc)
+        summed.add(group, payload)
+    return summed.text()
 
 
 def _verified_rows(data: bytes, handle: StateHandle) -> tuple[str | None, list]:
     """``(problem, rows)`` of a state file's bytes: ``problem`` None and the ``(group, payload buffer)`` rows
     when the file is intact, else what is wrong with it."""
-    crc = 0
+    summed = RowsChecksum.like(handle.checksum)
     rows = []
     # A shared rows file's handle lists no groups: its rows say which, and its checksum vouches for them.
     listed = bool(handle.key_groups) or handle.checksum is None
@@ -129,21 +122,22 @@ def _verified_rows(data: bytes, handle: StateHandle) -> tuple[str | None, list]:
                 return f"is unreadable: row {index} is not one row of state", []
             payload = batch.column(1)[0].as_buffer()  # no copy: a view of ``data``
             stored_group = batch.column(0)[0].as_py()
-            crc = _add_to_checksum(crc, stored_group, payload)
+            summed.add(stored_group, payload)
             rows.append((handle.key_groups[index] if listed else stored_group, payload))
     except Exception as exc:  # whatever damaged bytes make Arrow raise (ArrowInvalid, OSError, ...)
         return f"is unreadable: {type(exc).__name__}: {exc}", []
-    if handle.checksum is not None and _checksum_text(crc) != handle.checksum:
-        return (f"does not match the checksum written with it ({_checksum_text(crc)}, not {handle.checksum}): it was "
+    if handle.checksum is not None and summed.text() != handle.checksum:
+        return (f"does not match the checksum written with it ({summed.text()}, not {handle.checksum}): it was "
                 "changed or damaged after the checkpoint"), []
     return None, rows
 
 
 def _table_problem(data: bytes, table: StateTableFile) -> str | None:
     """What is wrong with a state table's bytes (None when it is intact)."""
-    if _checksum_text(zlib.crc32(data)) != table.checksum:
-        return (f"does not match the checksum written with it ({_checksum_text(zlib.crc32(data))}, not "
-                f"{table.checksum}): it was changed or damaged after the checkpoint")
+    actual = of_bytes(data, like=table.checksum)
+    if actual != table.checksum:
+        return (f"does not match the checksum written with it ({actual}, not {table.checksum}): it was changed or "
+                "damaged after the checkpoint")
     try:
         reader = pa.ipc.open_file(pa.py_buffer(data))
         state = state_of_schema(reader.schema)
@@ -330,7 +324,7 @@ class CheckpointStorage:
         tables = []
         for name, (_, _, relative, groups) in writers.items():
             data = self.store.read(self.absolute(checkpoint_id, relative))
-            tables.append(StateTableFile(name, relative, len(data), _checksum_text(zlib.crc32(data)), tuple(groups)))
+            tables.append(StateTableFile(name, relative, len(data), of_bytes(data), tuple(groups)))
         return replace(handle, tables=tuple(tables))
 
     @staticmethod
@@ -355,15 +349,15 @@ class CheckpointStorage:
 
     def _write_rows(self, path: str, rows: Iterable[tuple[KeyGroup, bytes]]) -> tuple[tuple[KeyGroup, ...], str]:
         groups = []
-        crc = 0
+        summed = RowsChecksum()
         with self.store.open_output(path) as sink:
             with pa.ipc.new_file(sink, _SCHEMA) as writer:
                 for group, payload in rows:
                     groups.append(group)
-                    crc = _add_to_checksum(crc, group, payload)  # crc32 releases the GIL on large payloads
+                    summed.add(group, payload)  # releases the GIL on large payloads
                     writer.write_batch(pa.RecordBatch.from_arrays(
                         [pa.array([group], pa.int32()), _binary_without_copy(payload)], schema=_SCHEMA))
-        return tuple(groups), _checksum_text(crc)
+        return tuple(groups), summed.text()
 
     def write_metadata(self, checkpoint: CompletedCheckpoint) -> None:
         """Commit ``checkpoint``: write its ``_metadata``, which must not exist yet."""
@@ -469,20 +463,19 @@ class CheckpointStorage:
         calls per chunk, and open and close) took ~0.1 s per small file while records flowed."""
         path = posixpath.join(self.job_dir, relative)
         data = pa.memory_map(local_path).read_buffer()
-        crc = zlib.crc32(data)
+        summed = of_bytes(data)
         if link and self.store.is_local:  # SST files never change: a hard link is the copy (a copy across devices)
             try:
                 os.makedirs(posixpath.dirname(path), exist_ok=True)
                 os.link(local_path, path)
             except FileExistsError:  # a retried upload of the same file, or a name taken by another file
-                if os.path.getsize(path) != data.size or _checksum_text(zlib.crc32(self.store.read(path))) != \
-                        _checksum_text(crc):
+                if os.path.getsize(path) != data.size or of_bytes(self.store.read(path)) != summed:
                     raise CheckpointError(f"{path} exists and holds another file than {local_path}") from None
             except OSError:
                 self.store.write(path, data)
         else:
             self.store.write(path, data)
-        return SharedFile(relative, data.size, _checksum_text(crc), checkpoint_id)
+        return SharedFile(relative, data.size, summed, checkpoint_id)
 
     def download(self, stored: SharedFile, local_path: str) -> None:
         """A stored file (its path relative to the job's directory) to ``local_path``, checked against its size
@@ -495,7 +488,7 @@ class CheckpointStorage:
             except FileNotFoundError:
                 problem = "is missing"
                 continue
-            actual = _checksum_text(zlib.crc32(data))
+            actual = of_bytes(data, like=stored.checksum)
             if len(data) != stored.size:
                 problem = f"has {len(data)} bytes, {stored.size} were stored"
             elif actual != stored.checksum:

@@ -149,7 +149,7 @@ class StateHandle:
     path: str
     size: int
     key_groups: tuple[KeyGroup, ...]  # in the file's batch order
-    checksum: str | None = None  # 'crc32:<hex>' of its rows (storage.checksum); None before checksums
+    checksum: str | None = None  # '<algorithm>:<hex>' of its rows (storage.checksum); None before checksums
     # An incremental snapshot (RocksDB's files, or heap rows files): the key groups it covers (inclusive), and the
     # shared files it uses; its state file holds a manifest row (NATIVE_STATE_GROUP or HEAP_GROUPS_STATE_GROUP).
     native_range: tuple[KeyGroup, KeyGroup] | None = None

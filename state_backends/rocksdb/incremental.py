@@ -24,7 +24,6 @@ import os
 import shutil
 import tempfile
 import threading
-import zlib
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -33,6 +32,7 @@ import pyarrow as pa
 from runtime.errors import CorruptCheckpointError
 from runtime.ids import CheckpointId
 from runtime.protocol.checkpoints import SharedFile
+from state_backends.checksums import of_bytes
 from state_backends.rocksdb.portable import portable_rows
 from state_backends.storage import uid_directory_name
 
@@ -213,7 +213,7 @@ def fetch_files(manifest: NativeManifest, storage, checkpoint_id: CheckpointId, 
         if local is not None:
             candidate = os.path.join(local, name)
             try:
-                if os.path.getsize(candidate) == stored.size and _checksum_of(candidate) == stored.checksum:
+                if os.path.getsize(candidate) == stored.size and _checksum_of(candidate, stored) == stored.checksum:
                     try:  # SST files never change: a link will do; RocksDB rewrites the others (MANIFEST, ...)
                         if not name.endswith(".sst"):
                             raise OSError("copied")
@@ -230,10 +230,10 @@ def fetch_files(manifest: NativeManifest, storage, checkpoint_id: CheckpointId, 
     return counts
 
 
-def _checksum_of(path: str) -> str:
-    """The CRC-32 of a local file, as stored files are checked (the same checkpoint id may name another run's
+def _checksum_of(path: str, stored: SharedFile) -> str:
+    """The checksum of a local file, as ``stored`` was checked (the same checkpoint id may name another run's
     checkpoint, and a file of the same name and size may hold other data)."""
-    return f"crc32:{zlib.crc32(pa.memory_map(path).read_buffer()):08x}"
+    return of_bytes(pa.memory_map(path).read_buffer(), like=stored.checksum)
 
 
 def _files(manifest: NativeManifest, storage, checkpoint_id: CheckpointId) -> Iterator[tuple[str, SharedFile]]:
