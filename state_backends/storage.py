@@ -563,31 +563,24 @@ class CheckpointStorage:
 
     def problems(self, checkpoint: CompletedCheckpoint) -> list[str]:
         """What is wrong with a checkpoint's files (empty when it is restorable)."""
+        checkpoint_id = checkpoint.checkpoint_id
         found = []
         for handle in checkpoint.state_handles:
-            path = self.absolute(checkpoint.checkpoint_id, handle.path)
-            try:
-                size = self.store.size(path)
-            except FileNotFoundError:
-                found.append(f"state file {path} is missing")
+            found.append(self._size_problem("state file", self.absolute(checkpoint_id, handle.path), handle.size))
+            if found[-1] is not None and found[-1].endswith("is missing"):
                 continue
-            if size != handle.size:
-                found.append(f"state file {path} has {size} bytes, {handle.size} were written")
-            for stored in handle.shared:
-                shared_path = posixpath.join(self.job_dir, stored.path)
-                try:
-                    if self.store.size(shared_path) != stored.size:
-                        found.append(f"shared file {shared_path} does not have the {stored.size} bytes stored")
-                except FileNotFoundError:
-                    found.append(f"shared file {shared_path} is missing")
-            for table in handle.tables:
-                table_path = self.absolute(checkpoint.checkpoint_id, table.path)
-                try:
-                    if self.store.size(table_path) != table.size:
-                        found.append(f"state table {table_path} does not have the {table.size} bytes written")
-                except FileNotFoundError:
-                    found.append(f"state table {table_path} is missing")
-        return found
+            found += [self._size_problem("shared file", posixpath.join(self.job_dir, stored.path), stored.size)
+                      for stored in handle.shared]
+            found += [self._size_problem("state table", self.absolute(checkpoint_id, table.path), table.size)
+                      for table in handle.tables]
+        return [problem for problem in found if problem is not None]
+
+    def _size_problem(self, what: str, path: str, written: int) -> str | None:
+        try:
+            size = self.store.size(path)
+        except FileNotFoundError:
+            return f"{what} {path} is missing"
+        return None if size == written else f"{what} {path} has {size} bytes, {written} were written"
 
     def validated_checkpoint(self, checkpoint_id: CheckpointId) -> CompletedCheckpoint:
         """A checkpoint whose files are all present; raises CorruptCheckpointError otherwise."""
@@ -638,19 +631,8 @@ class CheckpointStorage:
         failed read is not damage.
         """
         path = self.absolute(checkpoint_id, handle.path)
-        where = f"Checkpoint {checkpoint_id}: state file {path} of operator uid '{handle.uid}'"
-        problem = None
-        for _ in range(2):
-            try:
-                data = self.store.read(path)
-            except FileNotFoundError:
-                problem = "is missing"
-                continue
-            problem, rows = _verified_rows(data, handle)
-            if problem is None:
-                break
-        if problem is not None:
-            raise CorruptCheckpointError(f"{where} {problem}. Restore an older checkpoint.")
+        _, rows = self._read_checked(path, lambda data: _verified_rows(data, handle),
+                                     f"Checkpoint {checkpoint_id}: state file {path} of operator uid '{handle.uid}'")
         for group, payload in rows:
             if key_groups is None or group in key_groups:
                 yield group, payload.to_pybytes()
@@ -658,12 +640,10 @@ class CheckpointStorage:
             if key_groups is None or any(g in key_groups for g in table.key_groups):
                 yield from self._table_rows(checkpoint_id, handle, table, key_groups)
 
-    def _table_rows(self, checkpoint_id: CheckpointId, handle: StateHandle, table: StateTableFile,
-                    key_groups) -> Iterator[tuple[KeyGroup, bytes]]:
-        """A state table's key groups as the rows of a heap snapshot (one state each), checked as a state file."""
-        path = self.absolute(checkpoint_id, table.path)
-        where = (f"Checkpoint {checkpoint_id}: state table {path} of state '{table.state}' of operator uid "
-                 f"'{handle.uid}'")
+    def _read_checked(self, path: str, check, where: str):
+        """``(data, what check found)`` of the file at ``path``; ``check(data)`` gives ``(problem or None,
+        result)``. A file that looks damaged or missing is read once more before it is called corrupt: a short or
+        failed read is not damage."""
         problem = None
         for _ in range(2):
             try:
@@ -671,11 +651,18 @@ class CheckpointStorage:
             except FileNotFoundError:
                 problem = "is missing"
                 continue
-            problem = _table_problem(data, table)
+            problem, result = check(data)
             if problem is None:
-                break
-        if problem is not None:
-            raise CorruptCheckpointError(f"{where} {problem}. Restore an older checkpoint.")
+                return data, result
+        raise CorruptCheckpointError(f"{where} {problem}. Restore an older checkpoint.")
+
+    def _table_rows(self, checkpoint_id: CheckpointId, handle: StateHandle, table: StateTableFile,
+                    key_groups) -> Iterator[tuple[KeyGroup, bytes]]:
+        """A state table's key groups as the rows of a heap snapshot (one state each), checked as a state file."""
+        path = self.absolute(checkpoint_id, table.path)
+        data, _ = self._read_checked(path, lambda data: (_table_problem(data, table), None),
+                                     f"Checkpoint {checkpoint_id}: state table {path} of state '{table.state}' of "
+                                     f"operator uid '{handle.uid}'")
         reader = pa.ipc.open_file(pa.py_buffer(data))
         for index in range(reader.num_record_batches):
             group = table.key_groups[index]
