@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     parser.add_argument("--memory", action="store_true",
                         help="also python -m benchmarks.memory: resident memory with 1M keys over 10 minutes per state "
-                             "backend (about 25 minutes; with --quick, seconds)")
+                             "backend (about 25 minutes; with --quick, about 2)")
     args = parser.parse_args(argv)
 
     import tempfile
