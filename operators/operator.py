@@ -79,6 +79,13 @@ class StreamOperator:
         so that the committer's state in the same checkpoint holds it."""
         return []
 
+    def prepare_stop(self, checkpoint_id: int) -> list:
+        """Records to emit when the job stops with a savepoint without draining (``stop_with_savepoint``): this
+        subtask's input stopped, no ``finish`` comes, and its final state, the savepoint's, follows under
+        ``checkpoint_id`` (the first checkpoint that can include it). What goes ahead of a barrier by default;
+        unlike a barrier, nothing follows it in this run."""
+        return self.prepare_snapshot_pre_barrier(checkpoint_id)
+
     def snapshot_operator_state(self, checkpoint_id: int) -> dict[str, list]:
         """Non-keyed list state at a barrier, by name (synchronous part: return copies, not live lists).
 

@@ -1,7 +1,8 @@
 """What a sink's writers hand its one committer, and how the committer knows a checkpoint's files are all in.
 
 A writer subtask sends a :class:`Committable` ahead of each barrier it passes (the files written since its last
-one, maybe none) and one more, ``final``, at the end of its input. A writer's committables travel one channel in
+one, maybe none) and one more, ``final``, at the end of its input or when the job stops with a savepoint (the
+writers stop between different barriers then: a final committable is not waited past, whatever its id). A writer's committables travel one channel in
 order, so a committable for checkpoint c proves that the writer sends nothing more for any checkpoint before c:
 its files of a checkpoint whose barrier it never saw (an aborted one, or one overtaken by a newer barrier) ride
 in the next committable. The committer's :class:`CommittableCollector` holds them and says which are ready when
@@ -36,8 +37,8 @@ __all__ = ["Committable", "CommittableCollector"]
 class Committable:
     """Files one writer subtask wrote (durable, not yet visible) before barrier ``checkpoint_id``.
 
-    ``final``: sent at the end of the writer's input, with the id of the first checkpoint that can include it;
-    the writer sends nothing after it. ``parallelism`` and ``epoch`` (the checkpoint the writers' run restored)
+    ``final``: sent at the end of the writer's input (or as its input stopped: stop_with_savepoint), with the id of
+    the first checkpoint that can include it; the writer sends nothing after it. ``parallelism`` and ``epoch`` (the checkpoint the writers' run restored)
     name the writers it is one of, so that the committer knows whom a checkpoint waits for.
     """
 

@@ -243,6 +243,14 @@ class CommittableWriterOperator(OneInputOperator):
     def finish(self) -> list:
         return self._committable(self.last_checkpoint_id + 1, final=True)
 
+    def prepare_stop(self, checkpoint_id: int) -> list:
+        """Stopped with a savepoint: this writer's last committable, final as at the end of input. The writers
+        stop between different barriers (one may have taken a checkpoint another never saw), so this one names
+        its own next checkpoint, a later id than a writer that stopped earlier will ever pass: not final, it would
+        hold back that checkpoint's commit, and every later one, for good (in the savepoint's committer too)."""
+        self.last_checkpoint_id = checkpoint_id
+        return self._committable(checkpoint_id, final=True)
+
     def close(self) -> None:
         if self.writer is not None:
             try:

@@ -222,8 +222,8 @@ class SubtaskRunner:
                 leftover = self._call(index, "finish")
                 if leftover:
                     self._push(leftover, index + 1)
-        else:  # stopped with a savepoint: its final state is the savepoint's, with what goes ahead of a barrier
-            self._emit_pre_barrier(CheckpointId(self.last_checkpoint_id + 1))
+        else:  # stopped with a savepoint: its final state is the savepoint's, with what goes ahead of it
+            self._emit_pre_stop(CheckpointId(self.last_checkpoint_id + 1))
         self.writer.flush()
         self.writer.broadcast_event(END_OF_INPUT_STOPPED if self.stopping else END_OF_INPUT)
         self.writer.close()
@@ -584,6 +584,13 @@ class SubtaskRunner:
         """What each operator emits ahead of the barrier, through the rest of the chain."""
         for index in range(len(self.operators)):
             records = self._call(index, "prepare_snapshot_pre_barrier", checkpoint_id)
+            if records:
+                self._push(records, index + 1)
+
+    def _emit_pre_stop(self, checkpoint_id: CheckpointId) -> None:
+        """What each operator emits when its input stopped (stop_with_savepoint), through the rest of the chain."""
+        for index in range(len(self.operators)):
+            records = self._call(index, "prepare_stop", checkpoint_id)
             if records:
                 self._push(records, index + 1)
 

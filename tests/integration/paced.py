@@ -13,6 +13,9 @@ than expected. :class:`PacedSource` wraps any source and makes progress an event
 Paced readers finish together: an exhausted reader marks itself in the ``together`` directory and holds its
 end until every reader of its attempt has, so that every checkpoint of a test covers the whole input.
 
+A :class:`Hold` stops one subtask's reader in its poll while a file exists, so that a test can have the other
+subtasks take a checkpoint that this one has not (and a stop reach the subtasks between different barriers).
+
 Everything here is picklable and importable on the executors (tests/ is on their path).
 """
 
@@ -30,7 +33,7 @@ IDLE_S = 0.002  # a held reader's poll waits this long, so that it does not spin
 
 class PacedSource(Source):
     def __init__(self, inner: Source, per_checkpoint: int | None = None, end_when: Callable[[], bool] | None = None,
-                 end_after_checkpoints: int = 0, together: str | None = None):
+                 end_after_checkpoints: int = 0, together: str | None = None, hold: "Hold | None" = None):
         if per_checkpoint is not None and together is None and inner.parallel:
             raise ValueError("a paced parallel source needs a `together` directory: see the module docstring")
         # one meeting place per job execution (its attempts are told apart by their number)
@@ -39,6 +42,7 @@ class PacedSource(Source):
         self.per_checkpoint = per_checkpoint
         self.end_when = end_when
         self.end_after_checkpoints = end_after_checkpoints
+        self.hold = hold
         self.parallel = inner.parallel
         self.bounded = inner.bounded
         self.schema = inner.schema
@@ -53,6 +57,7 @@ class PacedSource(Source):
         reader = _PacedReader(self.inner.create_reader(subtask_index, parallelism), self.per_checkpoint,
                               self.end_when, self.end_after_checkpoints)
         reader.meeting = (self.together, subtask_index, parallelism) if self.together else None
+        reader.hold, reader.subtask = self.hold, subtask_index
         return reader
 
 
@@ -75,6 +80,9 @@ class _PacedReader(SourceReader):
         self.union_state = inner.union_state
         self.meeting: tuple[str, int, int] | None = None  # (directory, subtask, parallelism)
         self.attempt = 0
+        self.hold: Hold | None = None
+        self.subtask = 0
+        self.newest_checkpoint = 0  # the newest checkpoint this reader took part in
 
     def open(self, runtime_context) -> None:
         self.attempt = runtime_context.get_attempt_number()
@@ -91,6 +99,8 @@ class _PacedReader(SourceReader):
         return sum(name.startswith(f"a{self.attempt}-") for name in os.listdir(directory)) >= parallelism
 
     def poll(self, max_records: int):
+        if self.hold is not None and self.hold.subtask == self.subtask:
+            self.hold.wait(self.newest_checkpoint)
         if self.exhausted:
             if (self.completed >= self.end_after_checkpoints and (self.end_when is None or self.end_when())
                     and self._everyone_exhausted()):
@@ -119,6 +129,9 @@ class _PacedReader(SourceReader):
         return self.inner.snapshot_state()
 
     def snapshot_taken(self, checkpoint_id: int, splits: list) -> None:
+        self.newest_checkpoint = checkpoint_id
+        if self.hold is not None and self.hold.subtask != self.subtask:
+            self.hold.note_checkpoint(checkpoint_id)
         self.inner.snapshot_taken(checkpoint_id, splits)
 
     def assigned_splits(self):
@@ -132,6 +145,47 @@ class _PacedReader(SourceReader):
 
     def close(self) -> None:
         self.inner.close()
+
+
+class Hold:
+    """Holds subtask ``subtask``'s reader in its poll while the file ``path`` exists (at most ``limit_s``): the
+    checkpoints triggered meanwhile wait for it, and a stop (stop_with_savepoint) that comes meanwhile reaches
+    it before their barriers. As it starts to hold, the reader writes ``path + ".held"`` with the id of the newest
+    checkpoint it took part in; another reader that takes a later checkpoint while it holds writes
+    ``path + ".passed"``: that checkpoint's barrier passed the other subtasks, not this one."""
+
+    def __init__(self, path: str, subtask: int = 1, limit_s: float = 120.0):
+        self.path = path
+        self.subtask = subtask
+        self.limit_s = limit_s
+
+    @property
+    def held(self) -> str:
+        return self.path + ".held"
+
+    @property
+    def passed(self) -> str:
+        return self.path + ".passed"
+
+    def wait(self, newest_checkpoint: int) -> None:
+        if not os.path.exists(self.path):
+            return
+        with open(self.held + ".tmp", "w") as out:
+            out.write(str(newest_checkpoint))
+        os.replace(self.held + ".tmp", self.held)
+        deadline = time.monotonic() + self.limit_s
+        while os.path.exists(self.path) and time.monotonic() < deadline:
+            time.sleep(IDLE_S)
+        os.remove(self.held)
+
+    def note_checkpoint(self, checkpoint_id: int) -> None:
+        try:
+            with open(self.held) as held:
+                newest_held = int(held.read())
+        except FileNotFoundError:  # not holding
+            return
+        if checkpoint_id > newest_held:
+            open(self.passed, "a").close()
 
 
 class FileExists:

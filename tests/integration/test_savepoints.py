@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -16,7 +18,7 @@ from runtime.datastream.connectors.delta import DeltaSink
 from runtime.errors import IncompatibleCheckpointError, SavepointError
 from state_backends.storage import FINISHED_PREFIX, CheckpointStorage
 from tests.integration.jobs import CountPerKey, final_counts
-from tests.integration.paced import FileExists, PacedSource
+from tests.integration.paced import FileExists, Hold, PacedSource
 from tests.integration.waiting import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -87,12 +89,13 @@ def test_a_savepoint_outlives_retention_moves_and_restores_exactly_at_another_pa
     assert final_counts(result.collected(sink)) == dict(expected)
 
 
-def numbers_to_files(env, tmp_path, out, parallelism=2):
+def numbers_to_files(env, tmp_path, out, parallelism=2, hold=None):
     env.set_parallelism(parallelism).enable_checkpointing(100)
     env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
     sink = FileSink(str(out), format="jsonl")
     numbers = env.from_source(PacedSource(SequenceSource(0, N - 1), per_checkpoint=N // 40,
-                                          end_when=FileExists(str(tmp_path / "end")), together=str(tmp_path / "paced")),
+                                          end_when=FileExists(str(tmp_path / "end")), together=str(tmp_path / "paced"),
+                                          hold=hold),
                               "numbers").uid("numbers")
     numbers.map(lambda n: [n]).uid("wrap").sink_to(sink).uid("files")
     # A sink with one committer too: its writers hand their files over ahead of the savepoint's final state.
@@ -141,6 +144,47 @@ def test_stop_with_savepoint_then_restore_writes_each_record_once_end_to_end(spa
     again = StreamExecutionEnvironment.get_execution_environment(spark)
     numbers_to_files(again, tmp_path, tmp_path / "out", parallelism=3)  # and rescaled
     again.execute("stopped", restore_from=url)
+    assert sorted(n for (n,) in sink.read_committed()) == list(range(N)), "each record once, end to end"
+    assert sorted(delta_numbers(tmp_path / "out")) == list(range(N)), "each record once in the Delta table too"
+
+
+def test_a_stop_between_two_barriers_commits_what_every_writer_wrote_and_the_restore_the_rest(spark, tmp_path):
+    """The stop reaches the sources between different barriers: subtask 0 has taken checkpoint c, subtask 1 (held
+    in a poll meanwhile) never does. So the Delta sink's writers hand their last files over for different
+    checkpoints (c + 1 and c), and the committer must not wait for writer 1 to pass c + 1: it sends nothing more.
+    The stop's final checkpoint commits every row the files sink committed, and the job restored from its savepoint,
+    rescaled, commits the rest (it committed nothing when the savepoint's committer waited on)."""
+    hold = Hold(str(tmp_path / "hold"), subtask=1)
+    env = StreamExecutionEnvironment.get_execution_environment(spark)
+    sink = numbers_to_files(env, tmp_path, tmp_path / "out", hold=hold)
+    client = env.execute_async("stopped")
+    storage = CheckpointStorage("file://" + str(tmp_path / "ck"), "stopped")
+    urls: list = []
+    stopping = threading.Thread(target=lambda: urls.append(client.stop_with_savepoint(str(tmp_path / "savepoints"))))
+    try:
+        wait_for(lambda: max(storage.checkpoint_ids(), default=0) >= 3, what="three checkpoints")
+        open(hold.path, "w").close()
+        wait_for(lambda: os.path.exists(hold.passed), what="subtask 0 taking a checkpoint that subtask 1 has not")
+        stopping.start()
+        wait_for(lambda: storage.final_state_tokens(), what="subtask 0 stopping")
+        time.sleep(0.5)  # the stop reaches subtask 1's slot too (at most a vanishing moment later), then
+        os.remove(hold.path)  # it stops at once, not taking the checkpoint waiting for it
+        stopping.join(300)
+        client.get_job_execution_result(timeout=300)
+    finally:
+        if os.path.exists(hold.path):
+            os.remove(hold.path)
+        if not client.get_job_status().is_globally_terminal_state():
+            client.cancel()
+    assert client.get_job_status().name == "FINISHED" and urls, "stopped with a savepoint"
+    before = sorted(n for (n,) in sink.read_committed())
+    assert 0 < len(before) < N and sorted(delta_numbers(tmp_path / "out")) == before, \
+        "the Delta table holds what every writer wrote before the stop, as the files do"
+
+    open(tmp_path / "end", "w").close()
+    again = StreamExecutionEnvironment.get_execution_environment(spark)
+    numbers_to_files(again, tmp_path, tmp_path / "out", parallelism=3)
+    again.execute("stopped", restore_from=urls[0])
     assert sorted(n for (n,) in sink.read_committed()) == list(range(N)), "each record once, end to end"
     assert sorted(delta_numbers(tmp_path / "out")) == list(range(N)), "each record once in the Delta table too"
 

@@ -219,3 +219,45 @@ def test_a_restored_two_phase_commit_sink_pre_commits_its_end_for_a_checkpoint_a
     operator.finish()
     (record,) = operator.writer.pending
     assert record.final and record.checkpoint_id == 9 and not record.due(8) and record.due(9)
+
+
+def test_writers_stopped_between_different_barriers_commit_everything_and_the_savepoint_restores_rescaled():
+    """stop_with_savepoint reaches the writers between different barriers: writer 0 took checkpoint 3, writer 1
+    stopped before it. Each hands over its last files for its own next checkpoint (4 and 3), and both are final:
+    the final checkpoint commits them all, and the committer's final state (the savepoint's) holds back nothing
+    from the job restored from it at parallelism 3."""
+    from operators.committing import CommittableWriterOperator
+    from operators.context import SubtaskInfo
+
+    commits = []
+    table = ListTable(commits)
+    table.bind("job", "sink-committer")
+    writers = []
+    for subtask in range(2):
+        writer = CommittableWriterOperator("writer", table)
+        writer.setup(SubtaskInfo("writer", subtask, 2, 128, 0))
+        writer.open()
+        writers.append(writer)
+    committer = table.create_writer(0, 1)
+    committer.open(None)
+    writers[0].process_batch(["a3"])
+    writers[1].process_batch(["b3"])
+    committer.write_batch(writers[0].prepare_snapshot_pre_barrier(3))  # writer 1 never sees barrier 3
+    writers[0].process_batch(["a-stop"])
+    writers[1].process_batch(["b-stop"])
+    committer.write_batch(writers[0].prepare_stop(4) + writers[1].prepare_stop(3))
+    savepoint = committer.snapshot_state(4)  # the committer's final state: the stop's savepoint (checkpoint 5)
+    committer.notify_checkpoint_complete(5)
+    assert _files(commits) == [(4, ("a3", "b3", "b-stop", "a-stop"))], "the final checkpoint commits every file"
+
+    restored = _committer(commits, savepoint)
+    new = []
+    for subtask in range(3):
+        writer = CommittableWriterOperator("writer", restored.sink)
+        writer.setup(SubtaskInfo("writer", subtask, 3, 128, 0, restored_checkpoint_id=5))
+        writer.open()
+        writer.process_batch([f"n{subtask}"])
+        new += writer.prepare_snapshot_pre_barrier(6)
+    restored.write_batch(new)
+    restored.notify_checkpoint_complete(6)
+    assert _files(commits)[1:] == [(6, ("n0", "n1", "n2"))], "the restored job commits what it writes"
