@@ -1,8 +1,9 @@
 """Benchmarks: ``python -m benchmarks [--quick]``.
 
-Runs, in one process and one sitting, Chandy's reference job and the Spark Structured Streaming baseline,
-prints a table with ratios, and writes JSON to ``benchmarks/results/``. ``--quick`` only proves that it
-runs (seconds); the default is for reporting.
+Runs, in one process and one sitting, Chandy's reference job and the Spark Structured Streaming baseline
+(throughput, latency, start-up from execute() to the first record at the sink, recovery ...), prints a table
+with ratios, and writes JSON to ``benchmarks/results/``. ``--quick`` only proves that it runs (seconds); the
+default is for reporting.
 """
 
 from __future__ import annotations
@@ -172,6 +173,7 @@ def main(argv=None) -> int:
     from benchmarks.recovery import run_recovery
     from benchmarks.snapshot import measure_snapshot
     from benchmarks.spark_baseline import run_jvm_groupby_count, run_python_state_count
+    from benchmarks.startup import print_startup, run_startup
     from benchmarks.throughput import run_chandy_reference_job
     from benchmarks.windows import (
         reference,
@@ -195,6 +197,9 @@ def main(argv=None) -> int:
     repeats = args.repeats or (1 if args.quick else 3)
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up: Python workers, JIT
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism, columnar=True)
+    # execute() to the first record at the sink on this warm session, and its parts; SSS's start() to its first output
+    startup = run_startup(spark, 2 if args.quick else 7, 20_000 if args.quick else 200_000, args.keys, args.parallelism,
+                          sss_runs=1 if args.quick else None)
     # (columnar, checkpoints): checkpoints are None, "aligned" or "unaligned" (the record API only)
     runs: dict[tuple[bool, str | None], list] = {(c, k): [] for c in (False, True) for k in (None, "aligned")}
     runs[False, "unaligned"] = []
@@ -336,6 +341,8 @@ def main(argv=None) -> int:
     for row in savepoints:
         print(f"savepoint of {row['state_bytes']:>13,} bytes of keyed state: {row['savepoint_ms']:,} ms, "
               f"{row['savepoint_bytes']:,} bytes")
+    print_startup(startup)
+    report["startup"] = startup
     report["backpressure"] = backpressure
     report["savepoints"] = savepoints
     report["checkpoint_overhead"] = overhead
@@ -343,6 +350,7 @@ def main(argv=None) -> int:
     report["columnar_checkpoint_overhead"] = columnar_overhead
     write_report(args.out, "throughput", args.quick, report)
     ok = all(results_ok(rows) for rows in (report["results"], report["windows"]["results"], report["batch"]["results"]))
+    ok = ok and startup["exact"]
     if args.memory:  # in a process of its own: its Spark session does not reuse Python workers
         from benchmarks.memory import run_in_own_process
 

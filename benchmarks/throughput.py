@@ -78,6 +78,7 @@ def run_chandy_reference_job(spark, records: int, keys: int, parallelism: int,
         "wall_s": round(elapsed, 3),
         "records_per_s": round(records / elapsed) if measured else None,
         "steady_records_per_s": round(records / (last - first)) if last and last > first else None,
+        "first_record_at": first,  # time.time() when the first record reached a sink subtask (None: none did)
     }
 
 

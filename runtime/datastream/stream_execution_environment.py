@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import os
 import sys
+import time
 from typing import Iterable
 
 from operators.committing.sink import GlobalCommitSink
@@ -44,6 +45,7 @@ from runtime.graph.job_graph import CheckpointSettings
 from runtime.graph.transformation import Transformation, with_upstream
 from runtime.keys.key_groups import UPPER_BOUND_MAX_PARALLELISM
 from runtime.network.tls import TlsMaterial
+from runtime.protocol import startup as startup_marks
 from runtime.restart_strategies import ExponentialDelayRestartStrategy
 from runtime.settings.configuration import Configuration
 from runtime.settings.options import option_named
@@ -536,6 +538,7 @@ class StreamExecutionEnvironment:
         """
         from runtime.driver.job import JobMaster
 
+        called = time.time()  # start-up marks (runtime.protocol.startup): from here to the first record at a sink
         job_name = job_name or "chandy job"
         config = self._checkpoint_config
         # Everything that can be checked without Spark is checked before a SparkSession is created.
@@ -591,7 +594,8 @@ class StreamExecutionEnvironment:
                            dashboard=_dashboard_settings(settings, encryption.web_material(tls)),
                            progress=_progress_wanted(settings), tls=tls,
                            restart_chosen=self._restart_strategy is not None
-                           and not isinstance(self._restart_strategy, FallbackRestartStrategy))
+                           and not isinstance(self._restart_strategy, FallbackRestartStrategy),
+                           startup={startup_marks.CALLED: called, startup_marks.COMPILED: time.time()})
         master.start()
         return JobClient(master)
 

@@ -57,6 +57,7 @@ from runtime.graph.job_graph import JobGraph
 from runtime.ids import Attempt
 from runtime.network.security import ConnectionSecurity
 from runtime.network.tls import TlsMaterial
+from runtime.protocol import startup as marks
 from runtime.protocol.messages import Cancel, FailurePhase, SlotFailed, StopSources
 
 __all__ = ["JobMaster", "CancelRequested", "CheckpointFailure"]
@@ -91,8 +92,10 @@ class JobMaster:
     def __init__(self, graph: JobGraph, spark, sinks: dict[str, Any], restart: RestartStrategy,
                  coordinator: CheckpointCoordinator | None = None, restore: RestorePoint | None = None,
                  dashboard: DashboardSettings | None = None, progress: bool = False, tls: TlsMaterial | None = None,
-                 restart_chosen: bool = False):
+                 restart_chosen: bool = False, startup: dict[str, float] | None = None):
         self.graph = graph
+        # The driver's start-up marks (runtime.protocol.startup): execute()'s call and compile, given; then ours.
+        self.startup: dict[str, float] = dict(startup or {})
         self.tls = tls  # None: internal connections are authenticated, not encrypted
         self.dashboard = dashboard  # None: no web server for this job
         self.web_server = None  # the driver's REST server that serves this job, once started
@@ -119,6 +122,7 @@ class JobMaster:
         self._done = threading.Event()
         self._started = 0.0
         self._payload = pickling.dumps(graph)  # user code keeps its file names for executors' tracebacks
+        self.startup[marks.PICKLED] = time.time()
         self.registered_pids: list[int] = []
         self.data_addresses: list[tuple[str, int]] = []
         self.coordinator_loop: CoordinatorLoop | None = None
@@ -263,6 +267,16 @@ class JobMaster:
         if error is not None:
             raise error
         return url
+
+    def startup_phases(self, first_sink_record: float | None = None) -> dict[str, float | None]:
+        """Milliseconds of each start-up phase of the current attempt, from execute()'s call (attempt 0: later ones
+        count from it too) to the first record at a sink, ``first_sink_record`` if a sink noted it itself
+        (:func:`runtime.protocol.startup.startup_phases`); the slots' marks come with their metrics reports."""
+        driver = dict(self.startup)
+        stage = getattr(self, "stage", None)
+        if stage is not None and stage.submitted_at is not None:
+            driver[marks.SUBMITTED] = stage.submitted_at
+        return marks.startup_phases(driver, self.metrics.slot_startup(), first_sink_record)
 
     def wait(self, timeout: float | None = None) -> JobResult:
         if not self._done.wait(timeout):
@@ -615,6 +629,8 @@ class JobMaster:
             self.coordinator.finish()
             checkpoints = self.coordinator.checkpoint_stats()
         self.lifecycle.transition(JobStatus.FINISHED)
+        if log.isEnabledFor(logging.DEBUG) and marks.CALLED in self.startup:
+            log.debug("Job '%s' start-up (ms): %s", self.graph.job_name, self.startup_phases())
         log.info("Job '%s' finished in %.1f s: %d checkpoints, %d restarts", self.graph.job_name, runtime_ms / 1000,
                  len(checkpoints), self.restarts)
         return JobResult(self.job_id, self.graph.job_name, runtime_ms, results, collect_sinks,

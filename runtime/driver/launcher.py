@@ -127,6 +127,7 @@ class BarrierStage:
         self.task_function = task_function
         self.attempt = attempt
         self.events = events
+        self.submitted_at: float | None = None  # time.time() when collect() was called (a start-up mark)
         self.thread = InheritableThread(target=self._submit, name=f"chandy-stage-{group_id}", daemon=True)
 
     def start(self) -> None:
@@ -136,8 +137,9 @@ class BarrierStage:
         sc = self.spark.sparkContext
         try:
             sc.setJobGroup(self.group_id, self.description, interruptOnCancel=True)
-            rdd = sc.parallelize(range(self.slots), self.slots)
-            results = rdd.barrier().mapPartitions(self.task_function).collect()
+            rdd = sc.parallelize(range(self.slots), self.slots).barrier().mapPartitions(self.task_function)
+            self.submitted_at = time.time()
+            results = rdd.collect()
             self.events.put(StageCompleted(self.attempt, results))
         except BaseException as exc:  # reported to the job, which decides what it means
             self.events.put(StageFailed(self.attempt, exc))

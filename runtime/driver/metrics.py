@@ -123,6 +123,7 @@ class JobMetrics:
         self._lock = threading.Lock()
         self.attempt: int | None = None
         self._subtasks: dict[tuple[int, int], SubtaskView] = {}
+        self._startup: dict[int, dict[str, float]] = {}  # each slot's start-up marks (runtime.protocol.startup)
         self._operators = [(node, chain.index, i) for chain in graph.chains for i, node in enumerate(chain.operators)]
         self._chain_length = {chain.index: len(chain.operators) for chain in graph.chains}
         self._sources = [node.uid for node, _, _ in self._operators if node.is_source]
@@ -140,6 +141,7 @@ class JobMetrics:
         with self._lock:
             self.attempt = attempt
             self._subtasks = {}
+            self._startup = {}
             self._aggregated = None
 
     def end(self) -> None:
@@ -156,6 +158,8 @@ class JobMetrics:
         with self._lock:
             if report.attempt != self.attempt:
                 return
+            if len(report.startup) >= len(self._startup.get(report.slot, ())):  # marks are only ever added
+                self._startup[report.slot] = dict(report.startup)
             for metrics in report.subtasks:
                 key = (metrics.chain, metrics.subtask)
                 previous = self._subtasks.get(key)
@@ -190,6 +194,11 @@ class JobMetrics:
                                                  for op in self._aggregated}))
 
     # -- reading ---------------------------------------------------------------------------------------
+
+    def slot_startup(self) -> list[dict[str, float]]:
+        """The start-up marks each slot of the current attempt reported, by slot (those that reported)."""
+        with self._lock:
+            return [dict(self._startup[slot]) for slot in sorted(self._startup)]
 
     def operators(self) -> list[OperatorMetrics]:
         with self._lock:

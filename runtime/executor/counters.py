@@ -20,12 +20,14 @@ __all__ = ["SubtaskCounters"]
 class SubtaskCounters:
     """``records``: into each operator of the chain and, last, out of it; ``source_idle_s``: seconds a source's
     polls found nothing; ``output_waits``: the waits for room in the outputs (unaligned checkpoints);
-    ``watermark``: the newest the chain saw."""
+    ``watermark``: the newest the chain saw; ``first_record_at``: when it read its first record (``time.time()``,
+    a start-up mark of :mod:`runtime.protocol.startup`)."""
 
     records: list[int]
     source_idle_s: float = 0.0
     output_waits: WaitTimer = field(default_factory=WaitTimer)
     watermark: int | None = None
+    first_record_at: float | None = None
 
     @classmethod
     def for_chain(cls, operators: int) -> "SubtaskCounters":

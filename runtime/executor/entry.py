@@ -7,7 +7,9 @@ reported to the driver before the task raises, with the fix in the message.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
+import time
 import traceback
 
 import cloudpickle
@@ -16,6 +18,7 @@ from runtime.executor.executor_stdout import printing_to_the_executors_stdout
 from runtime.executor.slot import SlotRunner, report_before_registering
 from runtime.ids import Attempt, SlotIndex, SubtaskIndex
 from runtime.network.security import ConnectionSecurity
+from runtime.protocol import startup as marks
 from runtime.protocol.messages import FailurePhase, SlotFailed, StopSources
 
 __all__ = ["barrier_task"]
@@ -35,6 +38,20 @@ def _report_unloadable_job(coordinator: tuple[str, int], security: ConnectionSec
         "".join(traceback.format_exception(exc)), retryable=False, phase=FailurePhase.LOAD))
 
 
+def process_started_at() -> float | None:
+    """When this process started (a Python worker forked for the task, or long before when Spark reused it), in
+    ``time.time()`` seconds to a clock tick (10 ms); None where ``/proc`` does not say (not Linux)."""
+    try:
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        with open(f"/proc/{os.getpid()}/stat") as f:
+            # field 22, the start time in clock ticks since boot; the name (field 2) may hold spaces: skip past it
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def barrier_task(payload: bytes, coordinator: tuple[str, int], security: ConnectionSecurity, attempt: Attempt,
                  restore_payload: bytes | None = None, stop_sources: StopSources | None = None):
     """The function Spark runs in every barrier task: ``rdd.barrier().mapPartitions(barrier_task(...))``.
@@ -42,6 +59,10 @@ def barrier_task(payload: bytes, coordinator: tuple[str, int], security: Connect
     ``stop_sources``: the job is stopping with a savepoint, so its sources read nothing in this attempt."""
 
     def run(_partition):
+        startup = {marks.TASK_STARTED: time.time()}
+        worker_started = process_started_at()
+        if worker_started is not None:
+            startup[marks.WORKER_STARTED] = worker_started
         from pyspark import BarrierTaskContext
 
         context = BarrierTaskContext.get()
@@ -53,9 +74,10 @@ def barrier_task(payload: bytes, coordinator: tuple[str, int], security: Connect
         except Exception as exc:
             _report_unloadable_job(coordinator, security, attempt, slot, exc)
             raise
+        startup[marks.LOADED] = time.time()
         with printing_to_the_executors_stdout():  # as Flink's TaskManagers print, not to Spark's stderr
             results = SlotRunner(graph, coordinator, attempt, slot, host, security, restore, restore_storage,
-                                 stop_sources).run()
+                                 stop_sources, startup).run()
         if results is not None:  # None: cancelled
             yield cloudpickle.dumps(results)
 

@@ -85,7 +85,10 @@ def _state_size(backend) -> tuple[int, int | None] | None:
         return None
 
 
-def metrics_report(attempt: Attempt, slot: SlotIndex, runners: Iterable[SubtaskRunner]) -> MetricsReport:
-    """The report of the subtasks ``runners`` of slot ``slot`` (those whose outputs were built)."""
+def metrics_report(attempt: Attempt, slot: SlotIndex, runners: Iterable[SubtaskRunner],
+                   startup: tuple[tuple[str, float], ...] = ()) -> MetricsReport:
+    """The report of the subtasks ``runners`` of slot ``slot`` (those whose outputs were built), with the slot's
+    start-up marks ``startup``."""
     return MetricsReport(attempt, slot, time.monotonic(),
-                         tuple(subtask_metrics(runner, slot) for runner in runners if runner.writer is not None))
+                         tuple(subtask_metrics(runner, slot) for runner in runners if runner.writer is not None),
+                         startup)

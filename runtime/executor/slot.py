@@ -38,6 +38,7 @@ from runtime.network.channels import Cancelled, DataServer, InputGate, LocalChan
 from runtime.network.codec import codec_for
 from runtime.network.record_writer import ColumnarEdgeWriter, EdgeWriter, RecordWriter
 from runtime.network.security import ConnectionSecurity
+from runtime.protocol import startup as marks
 from runtime.protocol.checkpoints import RestoreSpec
 from runtime.protocol.messages import (
     Addresses,
@@ -70,8 +71,11 @@ class SlotRunner:
 
     def __init__(self, graph: JobGraph, coordinator: tuple[str, int], attempt: Attempt, slot: SlotIndex, host: str,
                  security: ConnectionSecurity, restore: dict[str, dict[SubtaskIndex, RestoreSpec]] | None = None,
-                 restore_storage=None, stop_sources: StopSources | None = None):
+                 restore_storage=None, stop_sources: StopSources | None = None,
+                 startup: dict[str, float] | None = None):
         self.graph = graph
+        # Start-up marks (runtime.protocol.startup), the barrier task's first ones given: sent in metrics reports.
+        self.startup: dict[str, float] = dict(startup or {})
         self.security = security  # what every connection of this attempt proves (and checks) first
         # Set once the job stops with a savepoint (stop_with_savepoint): source subtasks read no more. Given at
         # the start of an attempt that follows such a request, so that they read nothing at all.
@@ -192,6 +196,7 @@ class SlotRunner:
         self.control = MessageSocket(stream, "the driver")
         self.control.send(Register(self.attempt, self.slot, self.server.address[0], self.server.address[1],
                                    os.getpid()))
+        self._mark(marks.REGISTERED)
         # Beat from now on: waiting for slots that restore large state is no hang.
         threading.Thread(target=self._beat, name="chandy-heartbeat", daemon=True).start()
         while True:
@@ -199,6 +204,7 @@ class SlotRunner:
             if message.attempt != self.attempt:
                 continue
             if isinstance(message, Addresses):
+                self._mark(marks.ADDRESSES)
                 stream.settimeout(None)
                 return message.addresses
             if isinstance(message, Cancel):
@@ -270,13 +276,30 @@ class SlotRunner:
             except OSError:  # the control connection is gone: its listener cancels the slot
                 return
 
+    def _mark(self, name: str) -> None:
+        self.startup[name] = time.time()
+        log.debug("slot %d of attempt %d: %s", self.slot, self.attempt, name)
+
+    def startup_marks(self) -> tuple[tuple[str, float], ...]:
+        """The slot's start-up marks so far, with its subtasks' first records (a source's, a sink's)."""
+        firsts: dict[str, float] = {}
+        for runner in self.runners:
+            at = runner.counters.first_record_at
+            if at is None:
+                continue
+            for mark, holds in ((marks.FIRST_SOURCE_RECORD, runner.chain.is_source),
+                                (marks.FIRST_SINK_RECORD, any(node.is_sink for node in runner.chain.operators))):
+                if holds and at < firsts.get(mark, float("inf")):
+                    firsts[mark] = at
+        return tuple(self.startup.items()) + tuple(firsts.items())
+
     def _send_final_metrics(self) -> None:
         """The final counts (what the job processed, exactly), after any periodic report: none overtakes it."""
         if self._reporter is None:
             return
         self._reporter.join(JOIN_TIMEOUT_S)
         try:
-            report = metrics_report(self.attempt, self.slot, self.runners)
+            report = metrics_report(self.attempt, self.slot, self.runners, self.startup_marks())
         except Exception:  # the slot finished its work: a bug in a report must not fail it now
             log.exception("the final metrics of slot %d could not be gathered", self.slot)
             return
@@ -287,7 +310,7 @@ class SlotRunner:
         interval = self.graph.metrics_interval_ms / 1000.0
         while not self.stopped.wait(interval):
             try:
-                report = metrics_report(self.attempt, self.slot, self.runners)
+                report = metrics_report(self.attempt, self.slot, self.runners, self.startup_marks())
             except Exception:  # a bug in a report must not fail the job: no metrics, said once
                 log.exception("metrics of slot %d could not be gathered; no more reports from it", self.slot)
                 return
@@ -378,11 +401,13 @@ class SlotRunner:
             raise
         self.server = DataServer(self.host, self.attempt, self.security, self.slot, self._route, self.fail)
         self.server.start()
+        self._mark(marks.BUILT)
         threads: list[threading.Thread] = []
         listener = None
         try:
             addresses = self._register()
             self._connect_outputs(addresses)
+            self._mark(marks.CONNECTED)
             if self.graph.checkpointing is not None:
                 self.snapshotter = Snapshotter(self.graph.checkpointing.storage, self.attempt, self.send, self.fail)
             listener = threading.Thread(target=self._listen_control, name="chandy-control", daemon=True)

@@ -311,6 +311,8 @@ class SubtaskRunner:
                 self._advance_watermark(MAX_WATERMARK, 1)  # the end of a bounded input: every timer fires
                 return
             if batch:
+                if self.counters.first_record_at is None:
+                    self.counters.first_record_at = time.time()
                 emitted = writer.emitted
                 self._push(batch, 1)
                 if capacity is not None and not columnar:
@@ -348,6 +350,7 @@ class SubtaskRunner:
         self._replay_channel_state()
         unaligned = self.unaligned
         queries = self.queries
+        counters = self.counters
         while open_channels:
             if notifications:
                 self._notify(notifications.popleft())
@@ -365,6 +368,8 @@ class SubtaskRunner:
                 channel, payload = item
                 kind = type(payload)
                 if kind is list or kind is TimestampedBatch:
+                    if counters.first_record_at is None:
+                        counters.first_record_at = time.time()
                     if unaligned:
                         self._push_in_slices(channel, payload)
                     elif second_input is not None and second_input[channel]:

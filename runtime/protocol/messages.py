@@ -158,11 +158,13 @@ class SubtaskMetrics:
 @dataclass(frozen=True)
 class MetricsReport(Message):
     """Slot -> driver, every metrics interval and once more before SlotFinished: its subtasks' counters.
-    ``clock_s`` is the slot's monotonic clock, so rates come from the slot's own time between two reports."""
+    ``clock_s`` is the slot's monotonic clock, so rates come from the slot's own time between two reports.
+    ``startup``: the slot's start-up marks so far, ``(name, wall-clock seconds)`` (:mod:`runtime.protocol.startup`)."""
 
     slot: SlotIndex
     clock_s: float
     subtasks: tuple[SubtaskMetrics, ...]
+    startup: tuple[tuple[str, float], ...] = ()
 
 
 # -- checkpoints ---------------------------------------------------------------------------------------------

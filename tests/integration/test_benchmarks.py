@@ -67,6 +67,10 @@ def test_quick_benchmark_runs_and_every_measured_variant_is_exact(tmp_path):
     assert all(row["checkpoints"] <= row["triggered"] for row in report["backpressure"])
     (savepoint,) = report["savepoints"]
     assert savepoint["savepoint_bytes"] > savepoint["state_bytes"] > 0
+    startup = report["startup"]  # execute() to the first record at the sink, and its parts; SSS's first output
+    assert startup["exact"] and startup["parts"]["total"]["runs"] == 2 and startup["parts"]["total"]["median_ms"] > 0
+    assert startup["parts"]["rendezvous"]["runs"] == 2 and len(startup["sss"]["runs"]) == 1
+    assert "execute() to the first record at the sink" in out.stdout
     batch, streaming = report["batch"]["results"]
     assert batch["exact"] is streaming["exact"] is True
     assert batch["records_emitted"] == 1000 and streaming["records_emitted"] == streaming["records"], \

@@ -112,3 +112,20 @@ def test_the_history_keeps_its_size_and_counts_on():
         history.completed(checkpoint_id, bytes=1, full_bytes=1)
     summary = history.summary()
     assert [h["id"] for h in summary["history"]] == [5, 4, 3] and summary["counts"]["completed"] == 5
+
+
+def test_each_slots_startup_marks_are_kept_for_the_current_attempt():
+    from runtime.protocol import startup
+
+    metrics = JobMetrics(two_chains(), clock=lambda: 0.0)
+    metrics.start_attempt(0)
+    early = ((startup.TASK_STARTED, 10.0), (startup.CONNECTED, 10.2))
+    later = early + ((startup.FIRST_SOURCE_RECORD, 10.3),)
+    metrics.on_report(MetricsReport(0, 1, 5.0, (), later))
+    metrics.on_report(MetricsReport(0, 1, 4.0, (), early))  # an older report overtaken: the marks stay
+    metrics.on_report(MetricsReport(0, 0, 5.0, (), early))
+    assert metrics.slot_startup() == [dict(early), dict(later)]
+    metrics.start_attempt(1)
+    assert metrics.slot_startup() == []
+    metrics.on_report(MetricsReport(0, 0, 6.0, (), later))  # a straggler of attempt 0
+    assert metrics.slot_startup() == []

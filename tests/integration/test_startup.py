@@ -1,0 +1,24 @@
+"""A job's start-up, as the driver and its slots mark it (runtime.protocol.startup) (issue 36)."""
+
+from benchmarks.sinks import FinalCountSink
+from runtime import Types
+from runtime.protocol.startup import PHASES
+from runtime.tools.demo import CountPerKey
+
+
+def test_a_checkpointed_keyed_job_marks_every_part_of_its_startup(env, tmp_path):
+    env.set_parallelism(2).enable_checkpointing(1000)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path))
+    sink = FinalCountSink()
+    (env.from_sequence(0, 19_999).map(lambda x: x % 100, output_type=Types.LONG()).key_by(lambda x: x)
+        .process(CountPerKey()).sink_to(sink))
+    client = env.execute_async("startup-marks")
+    (seen, _, first, _), = client.get_job_execution_result().sink_results.values()
+    assert seen == 20_000
+    phases = client._run.startup_phases()
+    assert list(phases) == [name for name, _, _ in PHASES] + ["total"]
+    assert all(ms is not None and ms >= 0 for ms in phases.values()), phases
+    assert abs(sum(ms for name, ms in phases.items() if name != "total") - phases["total"]) < 0.1
+    # the slots' own mark of the first record at the sink, and the one the sink noted, are one moment
+    with_sink = client._run.startup_phases(first_sink_record=first)
+    assert abs(with_sink["total"] - phases["total"]) < 50, (with_sink, phases)
