@@ -1,9 +1,22 @@
-"""A job's start-up, as the driver and its slots mark it (runtime.protocol.startup) (issue 36)."""
+"""A job's start-up, as the driver and its slots mark it (runtime.protocol.startup), and the one-call read of the
+Spark conf that made it shorter (issue 36)."""
 
 from benchmarks.sinks import FinalCountSink
 from runtime import Types
+from runtime.driver.launcher import _conf_in_one_call, spark_conf_of
 from runtime.protocol.startup import PHASES
 from runtime.tools.demo import CountPerKey
+
+
+def test_the_conf_read_in_one_call_is_the_whole_conf_entry_by_entry(spark):
+    awkward = "a=b, c\nd -> (e,f) \u00e9"
+    spark.conf.set("spark.chandy.test.awkward", awkward)
+    try:
+        whole = _conf_in_one_call(spark)
+        assert whole is not None and whole["spark.chandy.test.awkward"] == awkward
+        assert whole == dict(spark.conf.getAll) == spark_conf_of(spark)
+    finally:
+        spark.conf.unset("spark.chandy.test.awkward")
 
 
 def test_a_checkpointed_keyed_job_marks_every_part_of_its_startup(env, tmp_path):
