@@ -142,6 +142,9 @@ class QueryableStateRouter:
         except concurrent.futures.TimeoutError:
             raise QueryableStateError(f"Subtask {subtask} of operator '{declared.uid}' did not answer within "
                                       f"{timeout_s:.0f} s (it is stalled, or its slot is gone).", 504) from None
+        except OSError as exc:  # its slot's connection closed: the attempt is ending (the job finished or failed)
+            raise QueryableStateError(f"The lookup was not answered: subtask {subtask} of operator '{declared.uid}' "
+                                      f"is not connected ({exc}); ask again once the job runs.", 503) from None
         finally:
             with self._lock:
                 self._pending.pop(request, None)

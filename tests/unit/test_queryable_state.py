@@ -175,6 +175,21 @@ def test_a_subtask_that_answers_with_an_error_or_not_at_all():
     assert silent.value.status == 504
 
 
+def test_a_lookup_sent_as_the_slots_connection_closes_is_a_503_not_a_server_error():
+    router = QueryableStateRouter({"count-op": 2}, 128)
+
+    def closed(slot, message):
+        raise OSError(9, "Bad file descriptor")
+
+    router.attach(0, closed)
+    declare(router, 0)
+    with pytest.raises(QueryableStateError, match="not answered: subtask [01] of operator 'count-op' is not "
+                                                  "connected") as refused:
+        router.lookup("counts", 1)
+    assert refused.value.status == 503
+    assert router._pending == {}  # nothing waits for an answer that cannot come
+
+
 def test_lookups_pending_when_the_attempt_ends_fail_at_once_and_the_next_attempt_declares_again():
     router = QueryableStateRouter({"count-op": 1}, 128)
     asked = threading.Event()
