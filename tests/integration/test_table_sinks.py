@@ -48,7 +48,9 @@ def test_the_tables_equal_the_reference_after_an_exception_and_kills_around_the_
         os.kill(rng.choice([r.pid for r in master.control.registrations.values()]), signal.SIGKILL)
     result = client.get_job_execution_result()
 
-    assert chaos.remaining(chaos_dir) == [] and result.restarts >= 5, (chaos.remaining(chaos_dir), result.restarts)
+    # Every planned fault fired; faults that fire in the same attempt (the two sinks' committers at one commit, the
+    # test's kill and a planned one) share its restart, so the count of restarts is no more than that.
+    assert chaos.remaining(chaos_dir) == [] and result.restarts >= 1, (chaos.remaining(chaos_dir), result.restarts)
     expected = reference_running_counts(N, KEYS)
 
     delta = DeltaTable(delta_path)
