@@ -1,4 +1,4 @@
-"""Resident memory per worker with many keys of small state, and its growth at half load (issue 36).
+"""Resident memory per worker with many keys of small state, and its growth at half load.
 
 ``python -m benchmarks.memory [--quick] [--seconds S] [--backends heap,rocksdb]`` runs, per state backend, a
 keyed job (parallelism 2, checkpoints every second, exactly-once, to a temporary directory) whose keyed function
@@ -53,7 +53,7 @@ from runtime.tools.demo import CountPerKey
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE_EVERY_S = 1.0
-GROWTH_TARGET = 0.05  # issue 36: flat within 5% over the run
+GROWTH_TARGET = 0.05  # the target: flat within 5% over the run
 
 
 def parse_status(text: str) -> dict[str, int]:

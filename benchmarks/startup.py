@@ -34,7 +34,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TARGET_MS = 2000.0  # issue 36: execute() to the first record at the sink, warm SparkSession
+TARGET_MS = 2000.0  # the target: execute() to the first record at the sink, warm SparkSession
 SSS_TIMEOUT_S = 120.0
 
 
