@@ -629,6 +629,7 @@ class StreamExecutionEnvironment:
             debloat = self._debloat_target_ms
         graph.debloat_target_ms = debloat or None
         graph.metrics_interval_ms = settings.metrics_interval_ms
+        graph.switch_interval_ms = settings.switch_interval_ms
 
     def execute(self, job_name: str | None = None, restore_from: int | str | None = None,
                 allow_non_restored_state: bool | None = None) -> JobResult:

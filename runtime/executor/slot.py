@@ -26,6 +26,7 @@ import cloudpickle
 from operators.context import SubtaskInfo
 from runtime.errors import AuthenticationError, ProtocolError, is_retryable
 from runtime.executor.channel_state import read_channel_state
+from runtime.executor.gil_switch import switch_interval
 from runtime.executor.metrics import metrics_report
 from runtime.executor.queryable_state import SlotQueryableStates
 from runtime.executor.restore import restore_operator
@@ -393,6 +394,10 @@ class SlotRunner:
         """Run the slot to the end; returns each hosted sink's result by operator uid, or None when the driver
         cancelled the attempt (a cancel is no error: Spark's task ends quietly, and the driver, which asked for it,
         reads no result)."""
+        with switch_interval(self.graph.switch_interval_ms):
+            return self._run()
+
+    def _run(self) -> dict[str, Any] | None:
         try:
             self._build_runners()  # restores state: before the data server takes connections for the gates
         except BaseException as exc:  # nobody is connected yet: report on a connection of its own

@@ -162,6 +162,7 @@ class JobGraph:
     heartbeat_timeout_ms: float = 30_000  # a slot silent this long is taken for hung: the attempt fails
     debloat_target_ms: float | None = 1_000.0  # buffer debloating: in-flight records drain in this time (None: off)
     metrics_interval_ms: float = 1_000.0  # how often slots report their metrics to the driver (0: never)
+    switch_interval_ms: float | None = None  # the executors' GIL switch interval while a slot runs (None: Python's)
 
     @property
     def heartbeat_interval_ms(self) -> float:

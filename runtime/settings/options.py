@@ -32,8 +32,8 @@ from runtime.settings.parsers import (
 
 __all__ = ["Option", "Applied", "Choice", "OPTIONS", "IGNORED_FLINK_KEYS", "IGNORED_FLINK_PREFIXES",
            "SPARK_SIGNALS", "option_named", "known_flink_keys", "known_spark_keys", "parse_float",
-           "parse_duration_or_off", "readable_ms", "STATE_BACKENDS", "CHECKPOINTING_MODES", "RUNTIME_MODES",
-           "RESTART_STRATEGIES"]
+           "parse_duration_or_off", "parse_switch_interval_ms", "readable_ms", "STATE_BACKENDS", "CHECKPOINTING_MODES",
+           "RUNTIME_MODES", "RESTART_STRATEGIES"]
 
 
 class Applied(Enum):
@@ -118,6 +118,23 @@ def parse_duration_or_off(value, key: str) -> int:
     except SettingValueError:
         pass
     return parse_duration_ms(value, key)
+
+
+def parse_switch_interval_ms(value, key: str) -> float:
+    """The GIL's switch interval in milliseconds, parts of one kept; more than zero, as Python takes it.
+
+    >>> parse_switch_interval_ms("500 us", "spark.chandy.gilSwitchInterval"), parse_switch_interval_ms("1", "k")
+    (0.5, 1)
+    >>> parse_switch_interval_ms("0", "spark.chandy.gilSwitchInterval")
+    Traceback (most recent call last):
+    ...
+    runtime.errors.SettingValueError: spark.chandy.gilSwitchInterval = '0' is no switch interval: write a duration above 0, such as '1 ms' or '500 us'.
+    """
+    millis = parse_duration_ms(value, key, fractional=True)
+    if millis <= 0:
+        raise SettingValueError(f"{key} = {value!r} is no switch interval: write a duration above 0, such as "
+                                "'1 ms' or '500 us'.")
+    return millis
 
 
 def _slot_wait_ms(value, key: str) -> int:
@@ -293,6 +310,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("metrics_interval_ms", ("metrics.fetcher.update-interval",), "spark.chandy.metricsInterval",
            parse_duration_or_off, 1000, "How often slots report their metrics to the driver.", _DURATION_OR_OFF,
            default_text="1 s"),
+    Option("switch_interval_ms", (), "spark.chandy.gilSwitchInterval", parse_switch_interval_ms, None,
+           "How long a busy thread of an executor's Python worker may keep the GIL from a waiting one while a "
+           "slot runs (sys.setswitchinterval): shorter, a lookup of queryable state waits less at each thread it "
+           "crosses.", "duration above 0 ('1 ms', '500 us')",
+           default_text="Python's, 5 ms"),
     _bool("ui_enabled", (), "spark.chandy.ui.enabled", True,
           "The dashboard and REST API on the driver. Off, a job with checkpointing still runs the REST API (its "
           "control plane for chandy savepoint / stop), without the page and with the token for every request."),

@@ -1,0 +1,33 @@
+"""On the executors: spark.chandy.gilSwitchInterval is the switch interval of the Python worker while its slot runs,
+and Python's own again for the next task. Read by the job's own functions on the workers; nothing is timed."""
+
+from operators import CollectSink
+from runtime import Types
+
+KEY = "spark.chandy.gilSwitchInterval"
+
+
+def _seen_on_the_workers():
+    import sys
+
+    return lambda x: (x, sys.getswitchinterval())
+
+
+def _run(env, name):
+    env.set_parallelism(2)
+    sink = CollectSink()
+    env.from_sequence(0, 999).map(_seen_on_the_workers()).key_by(lambda r: r[0] % 7, key_type=Types.LONG()) \
+        .map(lambda r: r).sink_to(sink)
+    return env.execute(name).collected(sink)
+
+
+def test_the_workers_run_a_slot_with_the_switch_interval_set_and_python_s_own_after_it(spark, env):
+    spark.conf.set(KEY, "500 us")
+    try:
+        records = _run(env, "switch-interval-set")
+    finally:
+        spark.conf.unset(KEY)
+    assert sorted(r[0] for r in records) == list(range(1000))
+    assert {r[1] for r in records} == {0.0005}
+    again = _run(env, "switch-interval-unset")
+    assert {r[1] for r in again} == {0.005}  # the reused workers were put back
