@@ -32,6 +32,7 @@ from runtime.executor.queryable_state import SlotQueryableStates
 from runtime.executor.restore import restore_operator
 from runtime.executor.snapshotter import Snapshotter
 from runtime.executor.subtask import OperatorError, SubtaskRunner, SubtaskStatus
+from runtime.gc_pause import long_lived_frozen
 from runtime.graph.job_graph import JobGraph
 from runtime.ids import Attempt, ChainIndex, CheckpointId, SlotIndex, SubtaskIndex
 from runtime.keys.key_groups import key_group_range
@@ -394,16 +395,17 @@ class SlotRunner:
         """Run the slot to the end; returns each hosted sink's result by operator uid, or None when the driver
         cancelled the attempt (a cancel is no error: Spark's task ends quietly, and the driver, which asked for it,
         reads no result)."""
-        with switch_interval(self.graph.switch_interval_ms):
-            return self._run()
+        with switch_interval(self.graph.switch_interval_ms), long_lived_frozen() as heap:
+            return self._run(heap)
 
-    def _run(self) -> dict[str, Any] | None:
+    def _run(self, heap) -> dict[str, Any] | None:
         try:
             self._build_runners()  # restores state: before the data server takes connections for the gates
         except BaseException as exc:  # nobody is connected yet: report on a connection of its own
             report_before_registering(self.coordinator, self.security, self._failure_report(
                 exc, FailurePhase.LOAD, "setting up the slot (restoring its state) failed: "))
             raise
+        heap.freeze()  # the worker's modules, the operators and the state they restored: no full collection walks them
         self.server = DataServer(self.host, self.attempt, self.security, self.slot, self._route, self.fail)
         self.server.start()
         self._mark(marks.BUILT)

@@ -1,5 +1,6 @@
 """On the executors: spark.chandy.gilSwitchInterval is the switch interval of the Python worker while its slot runs,
-and Python's own again for the next task. Read by the job's own functions on the workers; nothing is timed."""
+and Python's own again for the next task; and a running slot keeps its long-lived objects frozen out of full
+collections. Read by the job's own functions on the workers; nothing is timed."""
 
 from operators import CollectSink
 from runtime import Types
@@ -8,9 +9,10 @@ KEY = "spark.chandy.gilSwitchInterval"
 
 
 def _seen_on_the_workers():
+    import gc
     import sys
 
-    return lambda x: (x, sys.getswitchinterval())
+    return lambda x: (x, sys.getswitchinterval(), gc.get_freeze_count() > 0)
 
 
 def _run(env, name):
@@ -29,5 +31,6 @@ def test_the_workers_run_a_slot_with_the_switch_interval_set_and_python_s_own_af
         spark.conf.unset(KEY)
     assert sorted(r[0] for r in records) == list(range(1000))
     assert {r[1] for r in records} == {0.0005}
+    assert {r[2] for r in records} == {True}  # the slot's modules and operators, frozen while it runs
     again = _run(env, "switch-interval-unset")
     assert {r[1] for r in again} == {0.005}  # the reused workers were put back

@@ -1,6 +1,8 @@
 """spark.chandy.gilSwitchInterval: parsed as a duration above zero, carried to the graph, applied while a slot runs
-and put back after it (Spark reuses a Python worker for the next task)."""
+and put back after it (Spark reuses a Python worker for the next task). And the slot's long-lived objects, frozen
+out of the cyclic collector's full collections while it runs."""
 
+import gc
 import sys
 from types import SimpleNamespace
 
@@ -51,7 +53,7 @@ def _slot(switch_interval_ms):
 
 def test_a_slot_runs_with_the_jobs_switch_interval_and_puts_the_workers_back(monkeypatch):
     seen = []
-    monkeypatch.setattr(SlotRunner, "_run", lambda self: seen.append(sys.getswitchinterval()) or {"sink": 1})
+    monkeypatch.setattr(SlotRunner, "_run", lambda self, heap: seen.append(sys.getswitchinterval()) or {"sink": 1})
     before = sys.getswitchinterval()
     assert _slot(0.5).run() == {"sink": 1}
     assert seen == [0.0005]
@@ -61,7 +63,7 @@ def test_a_slot_runs_with_the_jobs_switch_interval_and_puts_the_workers_back(mon
 
 
 def test_a_slot_that_fails_puts_the_workers_switch_interval_back(monkeypatch):
-    def fail(self):
+    def fail(self, heap):
         raise RuntimeError("Chandy slot 0 failed")
 
     monkeypatch.setattr(SlotRunner, "_run", fail)
@@ -70,3 +72,30 @@ def test_a_slot_that_fails_puts_the_workers_switch_interval_back(monkeypatch):
         _slot(1).run()
     assert sys.getswitchinterval() == before
 
+
+class _Started(Exception):
+    pass
+
+
+def test_a_slot_freezes_what_it_built_and_restored_before_any_record_and_thaws_it_after(monkeypatch):
+    import runtime.executor.slot as slot_module
+
+    frozen_at = {}
+
+    def build(self):
+        frozen_at["building"] = gc.get_freeze_count()
+        self.restored = [{"key": (1, 2)} for _ in range(1000)]  # state a restore made
+
+    def data_server(*args, **kwargs):
+        frozen_at["serving"] = gc.get_freeze_count()
+        raise _Started()
+
+    monkeypatch.setattr(SlotRunner, "_build_runners", build)
+    monkeypatch.setattr(slot_module, "DataServer", data_server)
+    slot = _slot(None)
+    slot.host = slot.attempt = slot.security = slot.slot = slot.fail = None
+    with pytest.raises(_Started):
+        slot.run()
+    assert frozen_at["building"] == 0  # frozen once built, not before
+    assert frozen_at["serving"] >= 3000  # modules, operators, restored state: out of every full collection
+    assert gc.get_freeze_count() == 0  # the slot ended: collectable again in a worker Spark reuses
