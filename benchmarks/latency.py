@@ -66,7 +66,10 @@ def percentiles(sorted_ms: list[float]) -> dict:
     return {"p50_ms": round(pick(0.5), 1), "p99_ms": round(pick(0.99), 1), "max_ms": round(sorted_ms[-1], 1)}
 
 
-def run_chandy_latency(spark, records_per_second: float, seconds: float, keys: int, parallelism: int) -> dict:
+def run_latency_job(spark, records_per_second: float, seconds: float, keys: int, parallelism: int, sink,
+                    name: str = "benchmark-latency"):
+    """The latency job (a rate-limited source, each record stamped with its wall time, a running count per key,
+    checkpoints every second) into ``sink``; its JobExecutionResult."""
     env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(parallelism)
     env.enable_checkpointing(1000)
     with tempfile.TemporaryDirectory(prefix="chandy-latency-ck-") as checkpoints:
@@ -75,8 +78,12 @@ def run_chandy_latency(spark, records_per_second: float, seconds: float, keys: i
         (env.from_source(SequenceSource(0, total - 1, records_per_second=records_per_second), "rate-limited")
             .map(lambda x: (x % keys, time.time()))
             .key_by(lambda r: r[0]).process(CountKeepingTimestamp())
-            .sink_to(LatencySink()))
-        result = env.execute("benchmark-latency")
+            .sink_to(sink))
+        return env.execute(name)
+
+
+def run_chandy_latency(spark, records_per_second: float, seconds: float, keys: int, parallelism: int) -> dict:
+    result = run_latency_job(spark, records_per_second, seconds, keys, parallelism, LatencySink())
     (samples,) = result.sink_results.values()
     alignments = [s.alignment_ms for s in result.checkpoints]
     return {"variant": "chandy-record-api-checkpoints-1s", "rate": round(records_per_second),

@@ -14,13 +14,10 @@ import argparse
 import gc
 import os
 import sys
-import tempfile
 import time
 
-from benchmarks.latency import SAMPLE_EVERY, CountKeepingTimestamp, percentiles
+from benchmarks.latency import SAMPLE_EVERY, percentiles, run_latency_job
 from operators import Sink, SinkWriter
-from operators.sources import SequenceSource
-from runtime import StreamExecutionEnvironment
 
 _PAUSES: list = []  # (wall start, seconds, generation) of every collection in this worker process
 _STARTED: list = [0.0]
@@ -73,16 +70,7 @@ class ProbeSink(Sink):
 
 
 def run_probe(spark, rate: float, seconds: float, keys: int, parallelism: int) -> dict:
-    env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(parallelism)
-    env.enable_checkpointing(1000)
-    with tempfile.TemporaryDirectory(prefix="chandy-tail-probe-") as checkpoints:
-        env.get_checkpoint_config().set_checkpoint_storage(checkpoints)
-        total = int(rate * seconds)
-        (env.from_source(SequenceSource(0, total - 1, records_per_second=rate), "rate-limited")
-            .map(lambda x: (x % keys, time.time()))
-            .key_by(lambda r: r[0]).process(CountKeepingTimestamp())
-            .sink_to(ProbeSink()))
-        result = env.execute("benchmark-tail-probe")
+    result = run_latency_job(spark, rate, seconds, keys, parallelism, ProbeSink(), "benchmark-tail-probe")
     (parts,) = result.sink_results.values()
     samples = sorted(s for part in parts for s in part["samples"])
     pauses = sorted(p for part in parts for p in part["pauses"])
