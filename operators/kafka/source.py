@@ -157,7 +157,7 @@ class _KafkaReader(SourceReader):
         self.next_discovery = 0.0
         self.skipped = 0  # records that did not deserialize, skipped (on_deserialization_error="skip")
         self.brokers_down_since: float | None = None
-        self._checked_low = set()  # partitions whose first position was checked against retention
+        self._checked_low = set()  # partitions whose log start was asked of the broker (a cached one was unknown)
         self._restored: dict[KafkaTopicPartition, int] | None = None  # offsets of a restored checkpoint, owned here
         self.at_end: set[KafkaTopicPartition] = set()  # partitions read to their end (no record available now)
         self.assigned: list[KafkaTopicPartition] = []  # the partitions the consumer fetches, in order
@@ -279,8 +279,8 @@ class _KafkaReader(SourceReader):
                 run_key, split = key, KafkaTopicPartition(*key)
                 name, stop, offset = str(split), self.stops.get(split), -1
                 self.at_end.discard(split)
-                if split not in self._checked_low:
-                    self._check_position(split, message.offset())
+                if message.offset() != self.positions.get(split):
+                    self._moved(split, message.offset())
             if stop is not None and message.offset() >= stop:
                 finished = True
                 continue
@@ -314,21 +314,32 @@ class _KafkaReader(SourceReader):
             self._assign()  # a partition that reached its end is read no more
         return SplitBatch.of_splits(records, timestamps, splits)
 
-    def _check_position(self, split: KafkaTopicPartition, offset: int) -> None:
-        """The first record read of a partition: if it is past the position, retention deleted what was between,
-        and the reset strategy chose where to go on. Say so once (it loses records)."""
-        self._checked_low.add(split)
+    def _moved(self, split: KafkaTopicPartition, offset: int) -> None:
+        """The consumer fetched ``split`` from ``offset``, not from the position: librdkafka reset an out-of-range
+        position by the reset strategy (back to the beginning or end from past the end, or forward from below the
+        beginning, which retention moved), or, forward, skipped commit markers and aborted records. The fetched
+        offset is the position now, so checkpoints hold where the reader really is."""
         expected = self.positions.get(split)
-        if expected is not None and offset > expected:
-            from confluent_kafka import TopicPartition
+        self.positions[split] = offset
+        if expected is None:
+            return
+        strategy = self.source.starting_offsets.reset_strategy.name
+        if offset < expected:
+            log.warning("Kafka source: position %d of %s is past the partition's end; by the reset strategy %s the "
+                        "reader goes back to offset %d and reads on from there", expected, split, strategy, offset)
+            return
+        from confluent_kafka import TopicPartition
 
-            low, _ = self.consumer.get_watermark_offsets(TopicPartition(split.topic, split.partition),
-                                                         timeout=METADATA_TIMEOUT_S, cached=False)
-            if expected < low:
-                log.warning("Kafka source: position %d of %s is no longer retained (the partition now starts at %d); "
-                            "reading on from offset %d by the reset strategy %s: records %d..%d are lost to this "
-                            "job", expected, split, low, offset, self.source.starting_offsets.reset_strategy.name,
-                            expected, low - 1)
+        partition = TopicPartition(split.topic, split.partition)
+        # The fetch responses tell librdkafka the log start: no request to the broker for every marker skipped.
+        low, _ = self.consumer.get_watermark_offsets(partition, cached=True)
+        if low < 0 and split not in self._checked_low:
+            low, _ = self.consumer.get_watermark_offsets(partition, timeout=METADATA_TIMEOUT_S, cached=False)
+        self._checked_low.add(split)
+        if expected < low:
+            log.warning("Kafka source: position %d of %s is no longer retained (the partition now starts at %d); "
+                        "reading on from offset %d by the reset strategy %s: records %d..%d are lost to this job",
+                        expected, split, low, offset, strategy, expected, low - 1)
 
     def _on_error(self, error, message) -> None:
         from confluent_kafka import KafkaError
@@ -349,14 +360,32 @@ class _KafkaReader(SourceReader):
                 raise ServerUnreachableError(f"Kafka source: the brokers at {self.source.properties['bootstrap.servers']}"
                                             f" have not answered for {UNREACHABLE_AFTER_S:.0f} s ({error.str()}).")
             return
-        if code == KafkaError.OFFSET_OUT_OF_RANGE and self.source.starting_offsets.reset_strategy is \
-                KafkaOffsetResetStrategy.NONE:
-            raise ConfigurationError(f"Kafka source: {error.str()}, and the reset strategy is NONE: the records "
-                                        "after the checkpoint are gone (retention). Restart with a reset strategy "
-                                        "(committed_offsets(KafkaOffsetResetStrategy.EARLIEST)) to go on without them.")
+        # With reset strategy NONE librdkafka's auto.offset.reset is "error": it reports _AUTO_OFFSET_RESET (the
+        # broker's OFFSET_OUT_OF_RANGE wrapped), which is not retriable and would repeat on every restart.
+        if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE) and \
+                self.source.starting_offsets.reset_strategy is KafkaOffsetResetStrategy.NONE:
+            raise self._out_of_range(KafkaTopicPartition(message.topic(), message.partition()), error)
         if error.fatal() or not error.retriable():
             raise ServerUnreachableError(f"Kafka source subtask {self.subtask}: {error.str()}")
         log.warning("Kafka source subtask %d: %s", self.subtask, error.str())
+
+    def _out_of_range(self, split: KafkaTopicPartition, error) -> ConfigurationError:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        position = self.positions.get(split)
+        try:
+            low, high = self.consumer.get_watermark_offsets(TopicPartition(split.topic, split.partition),
+                                                            timeout=METADATA_TIMEOUT_S, cached=False)
+            valid = f"the partition holds offsets {low} to {high - 1}" if high > low else \
+                f"the partition is empty (its next offset is {high})"
+        except KafkaException:
+            valid = "the partition's range could not be looked up"
+        return ConfigurationError(
+            f"Kafka source: offset {position} of topic {split.topic}, partition {split.partition} is out of range "
+            f"({valid}; librdkafka: {error.str()}), and the reset strategy is NONE. The records there are gone "
+            "(retention) or the offset was never written. To go on from the partition's beginning or end, start with "
+            "a reset strategy: KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.EARLIEST) (or "
+            "LATEST), or offsets({...}, KafkaOffsetResetStrategy.EARLIEST).")
 
     def _advance(self, split: KafkaTopicPartition, position: int) -> None:
         """The partition's next offset is ``position``, unless the end of the partition, seen in the same poll,

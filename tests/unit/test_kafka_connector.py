@@ -308,3 +308,79 @@ def test_a_sink_whose_transactional_id_another_producer_took_fails_naming_the_id
     with pytest.raises(OutputCommitError, match=f"transactional id 'fenced-{sink.run_id}-0' was taken over"):
         sink.commit(late)
     assert sorted(value for _, _, _, value, _ in kafka.read_committed(topic)) == [b"a", b"b"]
+
+
+def poll_until(reader, done, what: str, limit: int = 100) -> list:
+    """Poll ``reader`` until ``done(records so far)``; a minute without it fails (never the machine's speed)."""
+    import time
+
+    got, deadline = [], time.monotonic() + 60
+    while not done(got):
+        assert time.monotonic() < deadline, f"no {what} within 60 s: {got[:20]}"
+        got.extend(reader.poll(limit) or [])
+    return got
+
+
+def out_of_range_reader(kafka, topic, offset, strategy):
+    partition = KafkaTopicPartition(topic, 0)
+    source = builder(kafka, topic).set_starting_offsets(
+        KafkaOffsetsInitializer.offsets({partition: offset}, strategy)).build()
+    source.validate()
+    reader = source.create_reader(0, 1)
+    reader.open(None)
+    return reader
+
+
+def _deleted_below(kafka, topic, offset):
+    from confluent_kafka import TopicPartition
+
+    admin = kafka.admin()
+    for future in admin.delete_records([TopicPartition(topic, 0, offset)]).values():
+        future.result(30)
+
+
+@pytest.mark.parametrize("where", ["past the end", "below the log start"])
+def test_an_out_of_range_offset_with_reset_strategy_none_fails_at_once_naming_it_and_the_fix(kafka, where):
+    from runtime.errors import is_retryable
+
+    topic = kafka.topic("none-reset", 1)
+    kafka.produce(topic, [(None, str(i), None) for i in range(10)])
+    if where == "below the log start":
+        _deleted_below(kafka, topic, 5)
+    offset, valid = (100, "holds offsets 0 to 9") if where == "past the end" else (2, "holds offsets 5 to 9")
+    reader = out_of_range_reader(kafka, topic, offset, KafkaOffsetResetStrategy.NONE)
+    with pytest.raises(ConfigurationError) as failure:
+        poll_until(reader, lambda got: False, "error")
+    reader.close()
+    message = str(failure.value)
+    assert f"offset {offset} of topic {topic}, partition 0 is out of range (the partition {valid}" in message
+    assert "committed_offsets(KafkaOffsetResetStrategy.EARLIEST)" in message
+    assert not is_retryable(failure.value), "a restart would meet the same offset"
+
+
+@pytest.mark.parametrize("where", ["past the end", "below the log start"])
+def test_an_out_of_range_offset_follows_the_reset_strategy_and_checkpoints_where_the_reader_is(kafka, caplog, where):
+    topic = kafka.topic("earliest-reset", 1)
+    kafka.produce(topic, [(None, str(i), None) for i in range(10)])
+    first = 0
+    if where == "below the log start":
+        first = 5
+        _deleted_below(kafka, topic, first)
+    offset = 100 if where == "past the end" else 2
+    caplog.set_level(logging.WARNING, logger="operators.kafka.source")
+    reader = out_of_range_reader(kafka, topic, offset, KafkaOffsetResetStrategy.EARLIEST)
+    got = poll_until(reader, lambda got: len(got) >= 10 - first, "records after the reset")
+    assert got == [str(i) for i in range(first, 10)]
+    assert reader.snapshot_state() == [(topic, 0, 10, None)], "the checkpoint holds the offset after the last read"
+    said = "past the partition's end" if where == "past the end" else "no longer retained"
+    assert f"position {offset} of {topic}-0 is {said}" in caplog.text and "EARLIEST" in caplog.text
+    state = reader.snapshot_state()
+    reader.close()
+    kafka.produce(topic, [(None, "10", None), (None, "11", None)])
+    restored = builder(kafka, topic).set_starting_offsets(
+        KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): offset}, KafkaOffsetResetStrategy.EARLIEST)
+    ).set_bounded(KafkaOffsetsInitializer.latest()).build().create_reader(0, 1)
+    restored.source.validate()
+    restored.restore_state(state)
+    restored.open(None)
+    assert [value for value, _, _ in read_all(restored)] == ["10", "11"], "nothing read twice, nothing skipped"
