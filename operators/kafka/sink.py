@@ -150,6 +150,7 @@ class KafkaSink(TwoPhaseCommitSink):
         self._clients = None  # this process's producers and marker readers (not pickled)
         self.committed = 0  # this process's transactions committed (skipped ones, already in Kafka, not counted)
         self.aborted = 0
+        self.bytes_written = 0  # key and value bytes of the records in those transactions
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -229,13 +230,15 @@ class KafkaSink(TwoPhaseCommitSink):
         """Produce and commit ``transaction`` in one Kafka transaction, unless it is there already."""
         if transaction.records and self._committer().commit(transaction):
             self.committed += 1
+            self.bytes_written += _record_bytes(transaction.records)
 
     def abort(self, transaction: KafkaTransaction) -> None:
         transaction.records.clear()
         self.aborted += 1
 
     def metrics(self) -> dict:
-        return {"transactions-committed": self.committed, "transactions-aborted": self.aborted}
+        return {"transactions-committed": self.committed, "transactions-aborted": self.aborted,
+                "bytes-written": self.bytes_written}
 
     def recover(self, state: RecoveredState) -> None:
         """Commit what the checkpoint had pending; then fence the transactional ids of subtasks the job no longer
@@ -357,6 +360,11 @@ def _produce(producer, topic: str, key, value, timestamp, on_delivery=None) -> N
             producer.poll(0.05)
 
 
+def _record_bytes(records) -> int:
+    """Key and value bytes of encoded records, as Kafka holds them."""
+    return sum(len(value) + (len(key) if key is not None else 0) for _, key, value, _ in records)
+
+
 def _fenced_codes():
     from confluent_kafka import KafkaError
 
@@ -373,6 +381,7 @@ class _ProducingWriter(SinkWriter):
         self.producer = None
         self.failure: str | None = None
         self.sent = 0
+        self.bytes_written = 0
 
     def open(self, runtime_context) -> None:
         from confluent_kafka import Producer
@@ -390,9 +399,11 @@ class _ProducingWriter(SinkWriter):
     def write_batch(self, records: list) -> None:
         self._check()
         producer, delivered = self.producer, self._delivered
-        for topic, key, value, timestamp in self.sink.encode(records):
+        encoded = self.sink.encode(records)
+        for topic, key, value, timestamp in encoded:
             _produce(producer, topic, key, value, timestamp, delivered)
         self.sent += len(records)
+        self.bytes_written += _record_bytes(encoded)
         producer.poll(0)
 
     def _flush(self, why: str) -> None:
@@ -414,7 +425,7 @@ class _ProducingWriter(SinkWriter):
         return self.sent
 
     def metrics(self) -> dict:
-        return {"records-sent": self.sent}
+        return {"records-sent": self.sent, "bytes-written": self.bytes_written}
 
     def close(self) -> None:
         if self.producer is not None:

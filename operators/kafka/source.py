@@ -156,6 +156,7 @@ class _KafkaReader(SourceReader):
         self.consumer = None
         self.next_discovery = 0.0
         self.skipped = 0  # records that did not deserialize, skipped (on_deserialization_error="skip")
+        self.bytes_read = 0  # key and value bytes of every record fetched (skipped ones too)
         self.brokers_down_since: float | None = None
         self._checked_low = set()  # partitions whose log start was asked of the broker (a cached one was unknown)
         self._restored: dict[KafkaTopicPartition, int] | None = None  # offsets of a restored checkpoint, owned here
@@ -267,6 +268,7 @@ class _KafkaReader(SourceReader):
         # Messages come in runs of one partition: the partition's bookkeeping is done once per run, not per record.
         run_key = split = name = stop = None
         offset = -1
+        read_bytes = 0
         for message in messages:
             error = message.error()
             if error is not None:
@@ -285,9 +287,12 @@ class _KafkaReader(SourceReader):
                 finished = True
                 continue
             offset = message.offset()
-            value = message.value()
+            value, key = message.value(), message.key()
+            if key is not None:
+                read_bytes += len(key)
             if value is None:  # a tombstone (a compacted topic's deletion): no value to deserialize
                 continue
+            read_bytes += len(value)
             try:
                 record = deserialize(value)
             except Exception as exc:
@@ -308,6 +313,7 @@ class _KafkaReader(SourceReader):
             self._advance(split, offset + 1)
         if messages:
             self.brokers_down_since = None
+            self.bytes_read += read_bytes
         if time.monotonic() >= self.next_lag_measure:
             self._measure_lags()
         if finished or any(self._done(p) for p in self.assigned):
@@ -451,5 +457,5 @@ class _KafkaReader(SourceReader):
 
     def metrics(self) -> dict:
         """``split-lag``: per partition, records behind its end (measured at most a second ago);
-        ``records-skipped``."""
-        return {"split-lag": dict(self.lags), "records-skipped": self.skipped}
+        ``records-skipped``; ``bytes-read``: the records' keys and values, as Kafka holds them."""
+        return {"split-lag": dict(self.lags), "records-skipped": self.skipped, "bytes-read": self.bytes_read}

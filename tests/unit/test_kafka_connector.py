@@ -384,3 +384,40 @@ def test_an_out_of_range_offset_follows_the_reset_strategy_and_checkpoints_where
     restored.restore_state(state)
     restored.open(None)
     assert [value for value, _, _ in read_all(restored)] == ["10", "11"], "nothing read twice, nothing skipped"
+
+
+def test_bytes_of_keys_and_values_are_counted_in_and_out(kafka):
+    from operators.two_phase_commit import TransactionContext
+
+    topic, out = kafka.topic("bytes-in", 2), kafka.topic("bytes-out", 1)
+    kafka.produce(topic, [("key", "value", None), (None, "v", None), ("k2", "not counted twice", None)],
+                  partition_of=lambda i: i % 2)
+    reader = builder(kafka, topic).set_bounded(KafkaOffsetsInitializer.latest()).build().create_reader(0, 1)
+    reader.source.validate()
+    reader.open(None)
+    assert len(read_all(reader)) == 3
+    assert reader.metrics()["bytes-read"] == len("keyvalue") + len("v") + len("k2not counted twice")
+
+    def sink_of(guarantee):
+        serializer = KafkaRecordSerializationSchema.builder().set_topic(out) \
+            .set_key_serialization_schema(SimpleStringSchema()).set_value_serialization_schema(SimpleStringSchema())
+        sink = KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap).set_delivery_guarantee(guarantee) \
+            .set_transactional_id_prefix(f"bytes-{out}").set_record_serializer(serializer.build()).build()
+        sink.validate()
+        return sink
+
+    writer = sink_of(DeliveryGuarantee.AT_LEAST_ONCE).create_writer(0, 1)
+    writer.open(None)
+    writer.write_batch(["ab", "cde"])
+    writer.finish()
+    assert writer.metrics()["bytes-written"] == 2 * len("abcde")  # each record its own key
+    writer.close()
+    sink = sink_of(DeliveryGuarantee.EXACTLY_ONCE)
+    transaction = sink.begin_transaction(TransactionContext(sink.run_id, 0, 1, 0))
+    sink.write(transaction, ["fghi"])
+    assert sink.metrics()["bytes-written"] == 0, "counted when committed, not before"
+    sink.commit(transaction)
+    sink.commit(transaction)  # already in Kafka: not written again, not counted again
+    assert sink.metrics()["bytes-written"] == 2 * len("fghi")
+    sink.close_clients()
+    assert sum(len(k) + len(v) for _, _, k, v, _ in kafka.read_committed(out)) == 2 * len("abcde") + 2 * len("fghi")

@@ -56,7 +56,11 @@ def _families(masters, now_ms: float):
     connector_counts = {key: CounterMetricFamily(name, text, labels=_OPERATOR_LABELS) for key, name, text in (
         ("records-skipped", "chandy_source_records_skipped", "Records a source skipped (they did not deserialize)"),
         ("transactions-committed", "chandy_sink_transactions_committed", "Transactions a sink committed"),
-        ("transactions-aborted", "chandy_sink_transactions_aborted", "Transactions a sink aborted"))}
+        ("transactions-aborted", "chandy_sink_transactions_aborted", "Transactions a sink aborted"),
+        ("bytes-read", "chandy_source_bytes_read", "Bytes of the records a source read, as the system it reads "
+         "holds them (a Kafka record's key and value)"),
+        ("bytes-written", "chandy_sink_bytes_written", "Bytes of the records a sink wrote, as the system it writes "
+         "holds them (a Kafka record's key and value)"))}
     job_labels = ["job", "job_name"]
     up = GaugeMetricFamily("chandy_job_running", "1 while the job runs (or restarts), 0 once it ended",
                            labels=job_labels + ["status"])

@@ -213,7 +213,7 @@ function bpBadge(level, ratio) {
 }
 
 // A connector's own counts: records behind the end of its splits (a Kafka source's partitions), records
-// skipped, transactions committed and aborted.
+// skipped, transactions committed and aborted, bytes read and written (as the connected system holds them).
 function connectorText(c) {
   if (!c) return "";
   const parts = [];
@@ -224,6 +224,8 @@ function connectorText(c) {
     parts.push(`${count(c["transactions-committed"])} committed, ${count(c["transactions-aborted"] || 0)} aborted`);
   }
   if (c["records-sent"] !== undefined) parts.push(`${count(c["records-sent"])} sent`);
+  if (c["bytes-read"] !== undefined) parts.push(`${bytes(c["bytes-read"])} read`);
+  if (c["bytes-written"] !== undefined) parts.push(`${bytes(c["bytes-written"])} written`);
   return parts.join("; ");
 }
 
