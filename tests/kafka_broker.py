@@ -115,12 +115,14 @@ def _noida() -> str:
     return os.path.join(os.path.dirname(sys.executable), "noida-db")
 
 
-def start_broker() -> KafkaBroker:
+def start_broker(private: bool = False) -> KafkaBroker:
+    """The session's broker; ``private``: one of the caller's own, on a free port (always ``noida-db``), for a test
+    that stops it."""
     external = os.environ.get(EXTERNAL_ENV)
-    if external:
+    if external and not private:
         return KafkaBroker(external, None)
     data_dir = tempfile.mkdtemp(prefix="chandy-kafka-")
-    port = _free_port(9092)
+    port = _free_port(0 if private else 9092)
     out = subprocess.run([_noida(), "up", "--data-dir", data_dir, "--only", "kafka", "--kafka-port", str(port),
                           "--host", "127.0.0.1"], capture_output=True, text=True, timeout=120)
     broker = KafkaBroker(f"localhost:{port}", data_dir)

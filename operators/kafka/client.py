@@ -63,10 +63,10 @@ def for_role(config: dict, role: str) -> dict:
     return {k: v for k, v in config.items() if k not in drop}
 
 
-def with_log(config: dict) -> dict:
+def with_log(config: dict, **callbacks) -> dict:
     """``config`` with librdkafka's own log lines going to Python's logging (``operators.kafka.librdkafka``), not
-    straight to the process's stderr."""
-    return {**config, "logger": _librdkafka_log}
+    straight to the process's stderr, and ``callbacks`` (e.g. ``error_cb``)."""
+    return {**config, "logger": _librdkafka_log, **callbacks}
 
 
 _librdkafka_log = logging.getLogger("operators.kafka.librdkafka")

@@ -29,6 +29,7 @@ by one.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 from operators.kafka.client import check_properties, client_config, error_text, for_role, with_log
@@ -159,6 +160,10 @@ class KafkaSink(TwoPhaseCommitSink):
 
     # -- the driver ---------------------------------------------------------------------------------------
 
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.properties.get("bootstrap.servers", "")
+
     def producer_config(self) -> dict:
         config = client_config(self.properties)
         config.setdefault("partitioner", "murmur2_random")  # the Java client's: the same key, the same partition
@@ -265,6 +270,7 @@ class _Committer:
     def __init__(self, sink: KafkaSink):
         self.sink = sink
         self.producers: dict = {}
+        self.broker_error = _BrokerErrors()
         self.readers: dict = {}
 
     def producer(self, transactional_id: str):
@@ -274,12 +280,13 @@ class _Committer:
         if producer is None:
             config = for_role(self.sink.producer_config(), "producer")
             config["transactional.id"] = transactional_id
-            producer = Producer(with_log(config))
+            producer = Producer(with_log(config, error_cb=self.broker_error))
             try:
                 producer.init_transactions(COMMIT_TIMEOUT_S)  # fences earlier producers of the id, aborts their open one
             except KafkaException as exc:
-                raise ServerUnreachableError(f"KafkaSink: opening transactional id {transactional_id!r} failed: "
-                                             f"{error_text(exc)}") from None
+                raise ServerUnreachableError(f"KafkaSink: opening transactional id {transactional_id!r} on "
+                                             f"{self.sink.bootstrap_servers} failed: {error_text(exc)}"
+                                             f"{self.broker_error.since()}") from None
             self.producers[transactional_id] = producer
         return producer
 
@@ -329,8 +336,13 @@ class _Committer:
                     "another job writes with the same transactional id prefix and run (one restored from the same "
                     "checkpoint or savepoint while this one runs?). Stop one of them, or give each job its own "
                     "set_transactional_id_prefix(...).") from None
+            try:
+                producer.poll(0)  # serves the error callbacks queued meanwhile: librdkafka's reason for a timeout
+            except KafkaException:  # a fatal error: the one in hand says it
+                pass
             raise ServerUnreachableError(f"KafkaSink: committing transaction {transaction.sequence} of "
-                                         f"{transactional_id} failed: {error_text(exc)} (the restart commits it "
+                                         f"{transactional_id} to {self.sink.bootstrap_servers} failed: "
+                                         f"{error_text(exc)}{self.broker_error.since()} (the restart commits it "
                                          "again)") from None
 
     def commit_transaction(self, producer) -> None:
@@ -360,6 +372,24 @@ def _produce(producer, topic: str, key, value, timestamp, on_delivery=None) -> N
             producer.poll(0.05)
 
 
+class _BrokerErrors:
+    """A producer's error callback: keeps librdkafka's newest words about brokers it cannot reach, which its
+    timeouts do not repeat ("Timed out", "Local: Message timed out")."""
+
+    def __init__(self):
+        self.text = ""
+        self.logged = float("-inf")
+
+    def __call__(self, error) -> None:
+        self.text = error.str()
+        if time.monotonic() - self.logged >= 10.0:  # librdkafka reports every failed reconnect: a few a second
+            self.logged = time.monotonic()
+            log.warning("KafkaSink: %s", self.text)
+
+    def since(self) -> str:
+        return f" (librdkafka: {self.text})" if self.text else ""
+
+
 def _record_bytes(records) -> int:
     """Key and value bytes of encoded records, as Kafka holds them."""
     return sum(len(value) + (len(key) if key is not None else 0) for _, key, value, _ in records)
@@ -382,11 +412,13 @@ class _ProducingWriter(SinkWriter):
         self.failure: str | None = None
         self.sent = 0
         self.bytes_written = 0
+        self.broker_error = _BrokerErrors()
 
     def open(self, runtime_context) -> None:
         from confluent_kafka import Producer
 
-        self.producer = Producer(with_log(for_role(self.sink.producer_config(), "producer")))
+        self.producer = Producer(with_log(for_role(self.sink.producer_config(), "producer"),
+                                          error_cb=self.broker_error))
 
     def _delivered(self, error, message) -> None:
         if error is not None and self.failure is None:
@@ -394,7 +426,8 @@ class _ProducingWriter(SinkWriter):
 
     def _check(self) -> None:
         if self.failure is not None:
-            raise ServerUnreachableError(f"KafkaSink: the brokers refused a record: {self.failure}")
+            raise ServerUnreachableError(f"KafkaSink: the brokers at {self.sink.bootstrap_servers} refused a record: "
+                                         f"{self.failure}")
 
     def write_batch(self, records: list) -> None:
         self._check()
@@ -410,7 +443,9 @@ class _ProducingWriter(SinkWriter):
         left = self.producer.flush(FLUSH_TIMEOUT_S)
         if left:
             raise ServerUnreachableError(f"KafkaSink: {left} records were not acknowledged within "
-                                         f"{FLUSH_TIMEOUT_S:.0f} s ({why}): are the brokers reachable?")
+                                         f"{FLUSH_TIMEOUT_S:.0f} s ({why}) by the brokers at "
+                                         f"{self.sink.bootstrap_servers}{self.broker_error.since()}: check that they "
+                                         "run and that the executors can reach them.")
         self._check()
 
     def snapshot_state(self, checkpoint_id: int):

@@ -39,8 +39,10 @@ log = logging.getLogger(__name__)
 DISCOVERY_INTERVAL_MS = 300_000  # Flink's partition.discovery.interval.ms
 POLL_WAIT_S = 0.02  # a poll with nothing to read waits this long: short, since a checkpoint waits for the poll
 UNREACHABLE_AFTER_S = 60.0  # every broker down this long fails the subtask (a restart may find them again)
+PROBE_TIMEOUT_S = 5.0  # at that deadline, how long a metadata request may take to prove the brokers are back
 LAG_INTERVAL_S = 1.0  # how often a reader measures its partitions' lag (the metrics report every second)
 _NOT_AVAILABLE = 0  # confluent_kafka.TIMESTAMP_NOT_AVAILABLE
+_PARTITION_EOF = -191  # confluent_kafka.KafkaError._PARTITION_EOF
 
 
 class KafkaSource(Source):
@@ -157,7 +159,8 @@ class _KafkaReader(SourceReader):
         self.next_discovery = 0.0
         self.skipped = 0  # records that did not deserialize, skipped (on_deserialization_error="skip")
         self.bytes_read = 0  # key and value bytes of every record fetched (skipped ones too)
-        self.brokers_down_since: float | None = None
+        self.brokers_down_since: float | None = None  # since when librdkafka reports no broker reachable
+        self.broker_error = ""  # librdkafka's words for the newest such report
         self._checked_low = set()  # partitions whose log start was asked of the broker (a cached one was unknown)
         self._restored: dict[KafkaTopicPartition, int] | None = None  # offsets of a restored checkpoint, owned here
         self.at_end: set[KafkaTopicPartition] = set()  # partitions read to their end (no record available now)
@@ -247,7 +250,11 @@ class _KafkaReader(SourceReader):
     def open(self, runtime_context) -> None:
         from confluent_kafka import Consumer
 
-        self.consumer = Consumer(with_log(for_role(self.source.consumer_config(self.subtask), "consumer")))
+        config = with_log(for_role(self.source.consumer_config(self.subtask), "consumer"))
+        # With an error callback librdkafka's client-wide errors (brokers gone) come here, served inside consume()
+        # on this thread; without one, the Python client drops them and a lost cluster looks like an idle one.
+        config["error_cb"] = self._client_error
+        self.consumer = Consumer(config)
         self._discover(first=True)
         log.info("Kafka source subtask %d reads %s", self.subtask, ", ".join(
             f"{p} from offset {o}" + (f" to {self.stops[p]}" if p in self.stops else "")
@@ -311,9 +318,11 @@ class _KafkaReader(SourceReader):
             splits.append(name)
         if split is not None and offset >= 0:
             self._advance(split, offset + 1)
-        if messages:
-            self.brokers_down_since = None
-            self.bytes_read += read_bytes
+        if read_bytes or any(m.error() is None or m.error().code() == _PARTITION_EOF for m in messages):
+            self.brokers_down_since = None  # a fetch came back: the brokers answer
+        elif self.brokers_down_since is not None:
+            self._check_brokers()
+        self.bytes_read += read_bytes
         if time.monotonic() >= self.next_lag_measure:
             self._measure_lags()
         if finished or any(self._done(p) for p in self.assigned):
@@ -357,14 +366,8 @@ class _KafkaReader(SourceReader):
             if split in self.stops:
                 self._past_markers(split)
             return
-        if code in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
-            now = time.monotonic()
-            if self.brokers_down_since is None:
-                self.brokers_down_since = now
-                log.warning("Kafka source subtask %d: %s (still trying)", self.subtask, error.str())
-            elif now - self.brokers_down_since > UNREACHABLE_AFTER_S:
-                raise ServerUnreachableError(f"Kafka source: the brokers at {self.source.properties['bootstrap.servers']}"
-                                            f" have not answered for {UNREACHABLE_AFTER_S:.0f} s ({error.str()}).")
+        if code in _UNREACHABLE_CODES():
+            self._client_error(error)
             return
         # With reset strategy NONE librdkafka's auto.offset.reset is "error": it reports _AUTO_OFFSET_RESET (the
         # broker's OFFSET_OUT_OF_RANGE wrapped), which is not retriable and would repeat on every restart.
@@ -374,6 +377,35 @@ class _KafkaReader(SourceReader):
         if error.fatal() or not error.retriable():
             raise ServerUnreachableError(f"Kafka source subtask {self.subtask}: {error.str()}")
         log.warning("Kafka source subtask %d: %s", self.subtask, error.str())
+
+    def _client_error(self, error) -> None:
+        """librdkafka's error callback (and error events of the same kinds): brokers that do not answer start the
+        clock that :meth:`_check_brokers` reads; anything else is logged (a fatal error fails at the next call)."""
+        if error.code() in _UNREACHABLE_CODES():
+            self.broker_error = error.str()
+            if self.brokers_down_since is None:
+                self.brokers_down_since = time.monotonic()
+                log.warning("Kafka source subtask %d: %s (still trying for %.0f s)", self.subtask, error.str(),
+                            UNREACHABLE_AFTER_S)
+        else:
+            log.warning("Kafka source subtask %d: %s", self.subtask, error.str())
+
+    def _check_brokers(self) -> None:
+        """Past the deadline with no fetch answered: ask for metadata once; no answer fails the subtask (a restart
+        may find the brokers again), an answer (a passing disconnect) starts the wait over."""
+        if time.monotonic() - self.brokers_down_since <= UNREACHABLE_AFTER_S:
+            return
+        from confluent_kafka import KafkaException
+
+        try:
+            self.consumer.list_topics(timeout=min(PROBE_TIMEOUT_S, UNREACHABLE_AFTER_S))
+        except KafkaException as exc:
+            raise ServerUnreachableError(
+                f"Kafka source subtask {self.subtask}: the brokers at {self.source.properties['bootstrap.servers']} "
+                f"have not answered for {UNREACHABLE_AFTER_S:g} s (librdkafka: {self.broker_error}; then "
+                f"{error_text(exc)}). Check that they run and that the executors can reach them; a restart tries "
+                "again.") from None
+        self.brokers_down_since = None
 
     def _out_of_range(self, split: KafkaTopicPartition, error) -> ConfigurationError:
         from confluent_kafka import KafkaException, TopicPartition
@@ -459,3 +491,9 @@ class _KafkaReader(SourceReader):
         """``split-lag``: per partition, records behind its end (measured at most a second ago);
         ``records-skipped``; ``bytes-read``: the records' keys and values, as Kafka holds them."""
         return {"split-lag": dict(self.lags), "records-skipped": self.skipped, "bytes-read": self.bytes_read}
+
+
+def _UNREACHABLE_CODES() -> tuple:
+    from confluent_kafka import KafkaError
+
+    return KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE

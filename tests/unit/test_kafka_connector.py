@@ -421,3 +421,64 @@ def test_bytes_of_keys_and_values_are_counted_in_and_out(kafka):
     assert sink.metrics()["bytes-written"] == 2 * len("fghi")
     sink.close_clients()
     assert sum(len(k) + len(v) for _, _, k, v, _ in kafka.read_committed(out)) == 2 * len("abcde") + 2 * len("fghi")
+
+
+@pytest.fixture
+def lost_broker():
+    """A broker of the test's own, to stop while clients use it."""
+    from tests.kafka_broker import start_broker
+
+    broker = start_broker(private=True)
+    yield broker
+    broker.stop()
+
+
+def test_brokers_lost_while_reading_fail_the_reader_after_the_deadline_naming_them(lost_broker, monkeypatch):
+    from operators.kafka import source as source_module
+
+    topic = lost_broker.topic("lost", 1)
+    lost_broker.produce(topic, [(None, str(i), None) for i in range(3)])
+    reader = builder(lost_broker, topic).build().create_reader(0, 1)
+    reader.source.validate()
+    reader.open(None)
+    assert poll_until(reader, lambda got: len(got) == 3, "records") == ["0", "1", "2"]
+    monkeypatch.setattr(source_module, "UNREACHABLE_AFTER_S", 0.5)
+    lost_broker.stop()
+    with pytest.raises(ServerUnreachableError) as failure:
+        poll_until(reader, lambda got: False, "failure")  # nothing arrives any more: only the deadline can end it
+    message = str(failure.value)
+    assert f"the brokers at {lost_broker.bootstrap} have not answered for 0.5 s (librdkafka: " in message
+    assert "Connection refused" in message or "transport" in message.lower()
+    reader.close()
+
+
+def test_brokers_lost_while_writing_fail_the_sink_naming_them_and_librdkafkas_reason(lost_broker, monkeypatch):
+    from operators.kafka import sink as sink_module
+    from operators.two_phase_commit import TransactionContext
+
+    topic = lost_broker.topic("lost-out", 1)
+
+    def sink_of(guarantee):
+        serializer = KafkaRecordSerializationSchema.builder().set_topic(topic) \
+            .set_value_serialization_schema(SimpleStringSchema()).build()
+        sink = KafkaSink.builder().set_bootstrap_servers(lost_broker.bootstrap).set_delivery_guarantee(guarantee) \
+            .set_transactional_id_prefix(f"lost-{topic}").set_record_serializer(serializer).build()
+        sink.validate()
+        return sink
+
+    writer = sink_of(DeliveryGuarantee.AT_LEAST_ONCE).create_writer(0, 1)
+    writer.open(None)
+    exactly_once = sink_of(DeliveryGuarantee.EXACTLY_ONCE)
+    transaction = exactly_once.begin_transaction(TransactionContext(exactly_once.run_id, 0, 1, 0))
+    exactly_once.write(transaction, ["b"])
+    monkeypatch.setattr(sink_module, "FLUSH_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(sink_module, "COMMIT_TIMEOUT_S", 1.0)
+    lost_broker.stop()
+    writer.write_batch(["a"])
+    acknowledged = f"1 records were not acknowledged within 1 s \\(at checkpoint 1\\) by the brokers at " \
+        f"{lost_broker.bootstrap}"
+    with pytest.raises(ServerUnreachableError, match=f"{acknowledged} \\(librdkafka: "):
+        writer.snapshot_state(1)
+    with pytest.raises(ServerUnreachableError, match=f"committing transaction 0 of lost-{topic}-.* to "
+                                                     f"{lost_broker.bootstrap} failed: .*librdkafka: "):
+        exactly_once.commit(transaction)
