@@ -439,7 +439,9 @@ class _KafkaReader(SourceReader):
         from confluent_kafka import TopicPartition
 
         (position,) = self.consumer.position([TopicPartition(split.topic, split.partition)])
-        self._advance(split, position.offset)
+        # Not past the stop: the consumer fetched the records after it too, which this reader never emitted, and
+        # the offset committed to the group must not say they were read.
+        self._advance(split, min(position.offset, self.stops[split]))
 
     def snapshot_state(self) -> list:
         return [(p.topic, p.partition, offset, self.stops.get(p)) for p, offset in sorted(self.positions.items())]

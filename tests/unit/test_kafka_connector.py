@@ -482,3 +482,153 @@ def test_brokers_lost_while_writing_fail_the_sink_naming_them_and_librdkafkas_re
     with pytest.raises(ServerUnreachableError, match=f"committing transaction 0 of lost-{topic}-.* to "
                                                      f"{lost_broker.bootstrap} failed: .*librdkafka: "):
         exactly_once.commit(transaction)
+
+
+def test_a_new_topic_matching_the_pattern_is_found_while_reading_and_read_from_its_beginning(kafka):
+    run = uuid.uuid4().hex[:8]
+    first = kafka.topic(f"pattern-{run}-a", 1)
+    kafka.produce(first, [(None, "a", None)])
+    source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap).set_topic_pattern(f"pattern-{run}-.*")
+              .set_value_only_deserializer(SimpleStringSchema())
+              .set_property("partition.discovery.interval.ms", "50").build())
+    source.validate()
+    reader = source.create_reader(0, 1)
+    reader.open(None)
+    assert poll_until(reader, lambda got: "a" in got, "the first topic's record") == ["a"]
+    other = kafka.topic(f"other-{run}", 1)  # not matching: never read
+    kafka.produce(other, [(None, "other", None)])
+    second = kafka.topic(f"pattern-{run}-b", 2)
+    kafka.produce(second, [(None, "b0", None), (None, "b1", None)], partition_of=lambda i: i)
+    got = poll_until(reader, lambda got: len(got) >= 2, "the new topic's records")
+    reader.close()
+    assert sorted(got) == ["b0", "b1"]
+    assert sorted(reader.assigned_splits()) == [f"{first}-0", f"{second}-0", f"{second}-1"]
+
+
+def test_set_partitions_reads_those_partitions_only(kafka):
+    topic = kafka.topic("chosen", 3)
+    kafka.produce(topic, [(None, f"p{i % 3}-{i}", None) for i in range(9)], partition_of=lambda i: i % 3)
+    source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap)
+              .set_partitions({KafkaTopicPartition(topic, 0), KafkaTopicPartition(topic, 2)})
+              .set_value_only_deserializer(SimpleStringSchema()).set_bounded(KafkaOffsetsInitializer.latest()).build())
+    source.validate()
+    reader = source.create_reader(0, 1)
+    reader.open(None)
+    got = read_all(reader)
+    assert sorted(value for value, _, _ in got) == ["p0-0", "p0-3", "p0-6", "p2-2", "p2-5", "p2-8"]
+    assert sorted(reader.assigned_splits()) == [f"{topic}-0", f"{topic}-2"]
+
+
+def test_set_unbounded_stops_at_the_offsets_yet_never_ends(kafka):
+    topic = kafka.topic("unbounded", 1)
+    kafka.produce(topic, [(None, str(i), None) for i in range(5)])
+    source = builder(kafka, topic).set_unbounded(
+        KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): 2})).build()
+    source.validate()
+    assert not source.bounded
+    reader = source.create_reader(0, 1)
+    reader.open(None)
+    assert poll_until(reader, lambda got: len(got) >= 2, "records before the stop") == ["0", "1"]
+    kafka.produce(topic, [(None, "5", None)])
+    for _ in range(5):  # a bounded source would say None (the end) here
+        assert reader.poll(100) == []
+    assert reader.snapshot_state() == [(topic, 0, 2, 2)] and reader.backlogged_splits() == []
+    reader.close()
+
+
+def java_murmur2_partition(key: bytes, partitions: int) -> int:
+    """The partition Kafka's Java producer picks for ``key``: Utils.toPositive(Utils.murmur2(key)) % partitions,
+    written out from the Java source, independently of librdkafka."""
+    m, h = 0x5BD1E995, (0x9747B28C ^ len(key)) & 0xFFFFFFFF
+    whole = len(key) // 4 * 4
+    for i in range(0, whole, 4):
+        k = (int.from_bytes(key[i:i + 4], "little") * m) & 0xFFFFFFFF
+        k = ((k ^ (k >> 24)) * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = key[whole:]
+    if len(tail) == 3:
+        h ^= tail[2] << 16
+    if len(tail) >= 2:
+        h ^= tail[1] << 8
+    if tail:
+        h = ((h ^ tail[0]) * m) & 0xFFFFFFFF
+    h = ((h ^ (h >> 13)) * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return (h & 0x7FFFFFFF) % partitions
+
+
+def test_keys_are_written_with_their_bytes_to_the_partition_a_java_producer_picks(kafka):
+    signed = {b"21": -973932308, b"foobar": -790332482, b"a-little-bit-long-string": -985981536, b"abc": 479470107}
+    for key, value in signed.items():  # Kafka's own test vectors for Utils.murmur2
+        assert java_murmur2_partition(key, 2**31 - 1) == (value & 0x7FFFFFFF) % (2**31 - 1)
+    topic = kafka.topic("keyed", 5)
+    serializer = KafkaRecordSerializationSchema.builder().set_topic(topic) \
+        .set_key_serialization_schema(KeyOf()).set_value_serialization_schema(SimpleStringSchema()).build()
+    sink = KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap).set_record_serializer(serializer) \
+        .set_delivery_guarantee(DeliveryGuarantee.AT_LEAST_ONCE).build()
+    sink.validate()
+    writer = sink.create_writer(0, 1)
+    writer.open(None)
+    values = [f"user-{i}:{i}" for i in range(40)]
+    writer.write_batch(values)
+    writer.finish()
+    writer.close()
+    written = kafka.read_committed(topic)
+    assert sorted(value.decode() for _, _, _, value, _ in written) == sorted(values)
+    for partition, _, key, value, _ in written:
+        assert key == value.decode().split(":")[0].encode()
+        assert partition == java_murmur2_partition(key, 5), key
+    assert len({partition for partition, *_ in written}) > 1, "keys spread over partitions"
+
+
+class KeyOf:
+    """The part of ``user:n`` before the colon, as the key."""
+
+    def serialize(self, record: str) -> bytes:
+        return record.split(":")[0].encode()
+
+
+def test_read_committed_by_default_hides_an_aborted_transactions_records(kafka):
+    from confluent_kafka import Producer
+
+    topic = kafka.topic("aborted-in", 1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": f"writer-{topic}"})
+    producer.init_transactions(30)
+    for value, commit in (("aborted", False), ("committed", True)):
+        producer.begin_transaction()
+        producer.produce(topic, value=value.encode())
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+    def values(reader_builder):
+        reader = reader_builder.set_bounded(KafkaOffsetsInitializer.latest()).build().create_reader(0, 1)
+        reader.source.validate()
+        reader.open(None)
+        got = [value for value, _, _ in read_all(reader)]
+        reader.close()
+        return got
+
+    assert values(builder(kafka, topic)) == ["committed"]
+    # The same records, read uncommitted: the aborted one is there to hide
+    assert values(builder(kafka, topic).set_property("isolation.level", "read_uncommitted")) == ["aborted", "committed"]
+
+
+def test_the_exactly_once_sink_counts_the_transactions_it_commits_and_aborts(kafka):
+    topic = kafka.topic("aborted-out", 1)
+    sink = KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap).set_transactional_id_prefix(f"count-{topic}") \
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).set_record_serializer(
+            KafkaRecordSerializationSchema.builder().set_topic(topic)
+            .set_value_serialization_schema(SimpleStringSchema()).build()).build()
+    sink.validate()
+    writer = sink.create_writer(0, 1)
+    writer.open(None)
+    writer.write_batch(["kept"])
+    writer.snapshot_state(1)
+    writer.notify_checkpoint_complete(1)
+    writer.write_batch(["lost"])  # the attempt fails before the next checkpoint
+    writer.close()
+    assert writer.metrics()["transactions-committed"] == 1 and writer.metrics()["transactions-aborted"] == 1
+    assert [value for _, _, _, value, _ in kafka.read_committed(topic)] == [b"kept"]
