@@ -187,6 +187,26 @@ class KafkaSink(TwoPhaseCommitSink):
             ensure_topics(config, [self.serializer.topic], self.create_topics, "KafkaSink")
         super().validate()
 
+    def check_checkpoint_interval(self, interval_ms: float | None) -> None:
+        """Driver, before launch: warn when the user's ``transaction.timeout.ms`` is shorter than a commit may take
+        (the brokers abort a transaction open longer, and the commit fails): one step's timeout, or twice the
+        checkpoint interval, since a commit produces one interval's output in one transaction, and that takes about
+        as long as the interval when the brokers take the output only as fast as the job makes it."""
+        if not self.commits_on_checkpoints or "transaction.timeout.ms" not in self.properties:
+            return
+        timeout_ms = float(self.properties["transaction.timeout.ms"])
+        needed = [(COMMIT_TIMEOUT_S * 1000, f"the sink's commit timeout ({COMMIT_TIMEOUT_S * 1000:g} ms, which one "
+                   "step of a commit may take)")]
+        if interval_ms:
+            needed.append((2 * interval_ms, f"twice the checkpoint interval ({interval_ms:g} ms)"))
+        short = [(ms, what) for ms, what in needed if timeout_ms < ms]
+        if short:
+            log.warning("KafkaSink: transaction.timeout.ms is %g ms, below %s: the brokers abort a transaction open "
+                        "longer, and a commit they abort fails the attempt (its restart commits it again). Raise it "
+                        "to at least %g ms with set_property('transaction.timeout.ms', ...) (the brokers' "
+                        "transaction.max.timeout.ms caps it, 15 minutes by default).", timeout_ms,
+                        " and ".join(what for _, what in short), max(ms for ms, _ in short))
+
     @property
     def commits_on_checkpoints(self) -> bool:
         return self.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE

@@ -82,13 +82,17 @@ def _refuse_concurrent_unaligned(config) -> None:
             "checkpoints.")
 
 
-def _check_sources_and_sinks(graph) -> None:
-    """Paths of sources and sinks are checked now, not an hour into the job."""
+def _check_sources_and_sinks(graph, checkpoint_interval_ms: float | None = None) -> None:
+    """Paths of sources and sinks are checked now, not an hour into the job; a sink whose settings must suit the
+    checkpoint interval (``check_checkpoint_interval(interval_ms or None)``) hears it."""
     for node in graph.operators:
-        validate = getattr(getattr(node.operator, "sink", None) or getattr(node.operator, "source", None),
-                           "validate", None)
+        connector = getattr(node.operator, "sink", None) or getattr(node.operator, "source", None)
+        validate = getattr(connector, "validate", None)
         if callable(validate):
             validate()
+        check_interval = getattr(connector, "check_checkpoint_interval", None)
+        if callable(check_interval):
+            check_interval(checkpoint_interval_ms)
         if isinstance(getattr(node.operator, "sink", None), GlobalCommitSink):
             node.operator.sink.bind(graph.job_name, node.uid)
     names = [node.operator.sink.name for node in graph.operators
@@ -610,7 +614,7 @@ class StreamExecutionEnvironment:
                      graph.job_name)
         if checkpointed:
             storage.check_writable()
-        _check_sources_and_sinks(graph)
+        _check_sources_and_sinks(graph, config.get_checkpoint_interval() if checkpointed else None)
         if checkpointed and config.is_unaligned_checkpoints_enabled() \
                 and config.get_checkpointing_mode() is CheckpointingMode.EXACTLY_ONCE:
             _refuse_concurrent_unaligned(config)

@@ -632,3 +632,43 @@ def test_the_exactly_once_sink_counts_the_transactions_it_commits_and_aborts(kaf
     writer.close()
     assert writer.metrics()["transactions-committed"] == 1 and writer.metrics()["transactions-aborted"] == 1
     assert [value for _, _, _, value, _ in kafka.read_committed(topic)] == [b"kept"]
+
+
+@pytest.mark.parametrize("timeout_ms, interval_ms, short, needed", [
+    (30_000, 1_000, ["the sink's commit timeout (60000 ms"], 60_000),
+    (90_000, 60_000, ["twice the checkpoint interval (60000 ms)"], 120_000),
+    (20_000, 15_000, ["the sink's commit timeout (60000 ms", "twice the checkpoint interval (15000 ms)"], 60_000),
+    (900_000, 60_000, [], None),
+    (None, 600_000, [], None),  # not the user's setting: librdkafka's default, which Chandy's commits fit
+])
+def test_a_transaction_timeout_a_commit_may_outlast_is_warned_about_once_at_job_start(
+        kafka, monkeypatch, caplog, timeout_ms, interval_ms, short, needed):
+    class SparkStarted(Exception):
+        pass
+
+    def no_spark(slots):
+        raise SparkStarted()
+
+    from runtime import StreamExecutionEnvironment
+
+    monkeypatch.setattr("runtime.datastream.stream_execution_environment.obtain_spark_session", no_spark)
+    topic = kafka.topic("txn-timeout", 1)
+    builder_ = KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap).set_transactional_id_prefix(topic) \
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).set_record_serializer(
+            KafkaRecordSerializationSchema.builder().set_topic(topic)
+            .set_value_serialization_schema(SimpleStringSchema()).build())
+    if timeout_ms is not None:
+        builder_.set_property("transaction.timeout.ms", str(timeout_ms))
+    env = StreamExecutionEnvironment.get_execution_environment().enable_checkpointing(interval_ms)
+    env.from_collection(["a"], type_info=Types.STRING()).sink_to(builder_.build())
+    caplog.set_level(logging.WARNING, logger="operators.kafka.sink")
+    with pytest.raises(SparkStarted):
+        env.execute("txn-timeout")
+    warnings = [r.getMessage() for r in caplog.records if "transaction.timeout.ms" in r.getMessage()]
+    if not short:
+        assert warnings == []
+        return
+    assert len(warnings) == 1, warnings
+    assert f"transaction.timeout.ms is {timeout_ms} ms, below " in warnings[0]
+    assert all(part in warnings[0] for part in short)
+    assert f"Raise it to at least {needed} ms with set_property('transaction.timeout.ms', ...)" in warnings[0]
