@@ -14,7 +14,8 @@ is idempotent, and a restore simply commits what its checkpoint had pending.
 Why written ahead, not Flink's way (records produced into a transaction as they come, the transaction resumed
 after a restart to commit it): librdkafka cannot resume another producer's transaction, which Flink's Java sink
 does through the client's internals. So a checkpoint holds one interval's output of each subtask until it is
-committed, and a transaction lasts as long as its commit (never near ``transaction.timeout.ms``). Each subtask
+committed, and a transaction lasts as long as its commit, which produces one interval's output (see
+:meth:`KafkaSink.check_checkpoint_interval` for ``transaction.timeout.ms``). Each subtask
 has one transactional id, ``<prefix>-<run>-<subtask>``: opening it fences any earlier producer of that id (a
 zombie of a failed attempt), and aborts its open transaction, so a ``read_committed`` reader is never held back
 by one.
