@@ -211,6 +211,11 @@ def test_partition_lag_skips_and_transactions_reach_the_rest_api_and_prometheus(
                  and vertex("numbers").get("records-skipped") == 1,
                  what="every partition read to its end, one record skipped")
         wait_for(lambda: vertex("sink").get("transactions-committed", 0) > 0, what="a committed transaction")
+        # Keys str(i % KEYS) and values str(i) of 400 records, and the one that does not deserialize (no key)
+        read = sum(len(str(i % KEYS)) + len(str(i)) for i in range(400)) + len("not a number")
+        written = sum(len(str(i)) for i in range(400))  # no keys
+        wait_for(lambda: vertex("numbers").get("bytes-read") == read and vertex("sink").get("bytes-written") == written,
+                 what="every record's bytes counted in and out")
         text = urllib.request.urlopen(f"{base}/metrics").read().decode()
     finally:
         client.cancel()
@@ -218,4 +223,6 @@ def test_partition_lag_skips_and_transactions_reach_the_rest_api_and_prometheus(
     lags = {s.labels["split"]: s.value for s in families["chandy_source_split_lag"].samples if s.labels["job"] == job}
     assert lags == {f"{numbers}-{p}": 0 for p in range(4)}
     assert any(s.value == 1 for s in families["chandy_source_records_skipped"].samples if s.labels["job"] == job)
+    assert sum(s.value for s in families["chandy_source_bytes_read"].samples if s.labels["job"] == job) == read
+    assert sum(s.value for s in families["chandy_sink_bytes_written"].samples if s.labels["job"] == job) == written
     assert sorted(int(v.decode()) for _, _, _, v, _ in kafka.read_committed(counts)) == list(range(400))
