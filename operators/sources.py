@@ -112,6 +112,9 @@ class Source:
         raise NotImplementedError
 
 
+PACE_STEP_S = 0.001
+
+
 class _RangeReader(SourceReader):
     """Reads splits ``[next, stop)`` with a step (``stop`` None: unbounded), one after another."""
 
@@ -139,8 +142,12 @@ class _RangeReader(SourceReader):
             if self.started is None:
                 self.started = now
             allowed = int((now - self.started) * self.rate) - self.emitted
-            if allowed <= 0:
-                time.sleep(min(0.005, 1.0 / self.rate))
+            # Records are released PACE_STEP_S worth at a time (at least one): released as each falls due, a
+            # fast rate made a poll of a few records every few microseconds, and the loop around each poll cost
+            # more than its records.
+            step = max(1, int(self.rate * PACE_STEP_S))
+            if allowed < min(step, max_records):
+                time.sleep(min(0.005, (min(step, max_records) - allowed) / self.rate))
                 return []
             max_records = min(max_records, allowed)
         split = self.splits[0]

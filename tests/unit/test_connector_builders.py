@@ -328,6 +328,35 @@ def test_simple_string_schema_round_trips_in_its_charset():
         SimpleStringSchema("EBCDIC-42")
 
 
+def test_a_paced_source_releases_a_millisecond_of_records_at_a_time_not_each_as_it_falls_due(monkeypatch):
+    """A poll of a few records every few microseconds cost the loop around it more than the records: a paced
+    source waits until a millisecond's worth is due (one record, at rates below 1,000/s), and says how long."""
+    import types
+
+    import operators.sources
+    from operators import SequenceSource
+
+    now, slept = [100.0], []
+    monkeypatch.setattr(operators.sources, "time", types.SimpleNamespace(monotonic=lambda: now[0],
+                                                                         sleep=slept.append))
+    fast = SequenceSource(0, None, records_per_second=100_000).create_reader(0, 1)
+    slow = SequenceSource(0, None, records_per_second=500).create_reader(0, 1)
+    assert fast.poll(10**6) == [] and slow.poll(10**6) == []
+    now[0] += 0.0005  # 50 of the fast source's records are due: not yet a millisecond's 100
+    assert fast.poll(10**6) == [] and slept[-1] == pytest.approx(0.0005)
+    now[0] += 0.0005
+    assert fast.poll(10**6) == list(range(100))
+    assert slow.poll(10**6) == [] and slept[-1] == pytest.approx(0.002)  # 0.5 of a record due: wait for 1
+    now[0] += 0.001
+    assert slow.poll(10**6) == [0]
+    fewer = SequenceSource(0, None, records_per_second=100_000).create_reader(0, 1)
+    assert fewer.poll(40) == []
+    now[0] += 0.0002  # 20 due
+    assert fewer.poll(40) == [] and slept[-1] == pytest.approx(0.0002)  # asked for fewer: those are the step
+    now[0] += 0.0002
+    assert fewer.poll(40) == list(range(40))
+
+
 def test_a_sequence_sources_rate_is_the_whole_sources_split_across_its_subtasks(monkeypatch):
     """``records_per_second`` means the whole source, as Flink's ``RateLimiterStrategy.perSecond``: four subtasks
     read a quarter each. A clock the test moves stands in for time."""
