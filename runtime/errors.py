@@ -393,17 +393,23 @@ class SavepointError(CheckpointError):
 
 
 class JobControlError(ChandyError):
-    """A running job's control endpoint (``chandy savepoint``, ``chandy stop``) cannot be reached, or refused."""
+    """A running job's control endpoint (``chandy savepoint``, ``chandy stop``) cannot be reached, or refused;
+    ``status``: the HTTP status it answered with (None when nothing answered)."""
 
     retryable = False
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 class QueryableStateError(ChandyError):
-    """A lookup of queryable state cannot be answered; ``status``: the HTTP status the REST API answers with."""
+    """A lookup of queryable state cannot be answered; ``status``: the HTTP status the REST API answers with
+    (None in a client that reached no server). 503 means: ask again, the job is starting or restarting."""
 
     retryable = False
 
-    def __init__(self, message: str, status: int = 400):
+    def __init__(self, message: str, status: int | None = 400):
         super().__init__(message)
         self.status = status
 

@@ -304,6 +304,7 @@ class JobMaster:
                 pass
             self._outcome = exc
         finally:
+            self.queryable_state.end(f"the job is {self.lifecycle.status.value}")
             if self.coordinator_loop is not None:
                 self.coordinator_loop.stop()
             if self.coordinator is not None:
@@ -611,7 +612,7 @@ class JobMaster:
         self.data_addresses = [(r.host, r.port) for r in registrations.values()]
 
     def _finish(self, blobs: list) -> JobResult:
-        self.queryable_state.detach("the job has finished")
+        self.queryable_state.end("the job has finished")
         # Every slot sent its last acks before returning; they are handled once its control connection has
         # been read to the end and the coordinator's inbox drained.
         if not self.control.wait_until_all_disconnected(STAGE_STOP_TIMEOUT_S):

@@ -64,6 +64,8 @@ class QueryableStateRouter:
         self._requests = itertools.count(1)
         self._attempt: int | None = None
         self._send_to: Callable[[int, Any], None] | None = None
+        self._declared_before: set[str] = set()  # an earlier attempt's names: a restarted one declares them again
+        self._ended: str | None = None
 
     # -- attempts ---------------------------------------------------------------------------------------
 
@@ -72,6 +74,7 @@ class QueryableStateRouter:
         with self._lock:
             self._fail_pending("the job restarted")
             self._attempt, self._send_to = attempt, send_to
+            self._declared_before.update(self._declared)
             self._declared.clear()
             self._conflicts.clear()
 
@@ -80,6 +83,13 @@ class QueryableStateRouter:
         with self._lock:
             self._fail_pending(why)
             self._attempt = self._send_to = None
+
+    def end(self, why: str) -> None:
+        """The job has ended for good (``why``): lookups are refused with 410 from now on, not asked again."""
+        with self._lock:
+            self._fail_pending(why)
+            self._attempt = self._send_to = None
+            self._ended = self._ended or why
 
     def _fail_pending(self, why: str) -> None:
         for future in self._pending.values():
@@ -117,10 +127,17 @@ class QueryableStateRouter:
         QueryableStateError (with the HTTP status to answer) when it cannot be answered."""
         request = next(self._requests)
         with self._lock:
+            if self._ended is not None:
+                raise QueryableStateError(f"The job is not running: {self._ended}. Its last state is in its last "
+                                          "checkpoint or savepoint: read it with runtime.state_api.SavepointReader.",
+                                          410)
             if self._attempt is None:
-                raise QueryableStateError("The job is not running (it is starting, restarting or has ended): ask "
-                                          "again once it runs.", 503)
+                raise QueryableStateError("The job is not running (it is starting or restarting): ask again once it "
+                                          "runs.", 503)
             declared = self._declared.get(name)
+            if declared is None and name in self._declared_before:
+                raise QueryableStateError(f"Queryable state '{name}' is being restored: its function declares it "
+                                          "again when it takes it after the restart. Ask again.", 503)
             if declared is None:
                 known = ", ".join(sorted(self._declared)) or "none yet (functions declare them as they take them)"
                 raise QueryableStateError(f"No queryable state '{name}': the job's are {known}. A state is "

@@ -90,10 +90,10 @@ def _call(base: str, path: str, method: str = "GET", token: str | None = None, b
         except ValueError:
             errors = [str(exc.reason)]
         if exc.code in (401, 403) and refused is not None:
-            raise JobControlError(f"{refused} ({exc.code}: {'; '.join(errors)})") from None
+            raise JobControlError(f"{refused} ({exc.code}: {'; '.join(errors)})", exc.code) from None
         hint = (f" For the chandy command: pass the URL with ?token=... as the log prints it, or set {TOKEN_ENV}."
                 if exc.code in (401, 403) else "")
-        raise JobControlError(f"{method} {base}{path}: {exc.code} {'; '.join(errors)}{hint}") from None
+        raise JobControlError(f"{method} {base}{path}: {exc.code} {'; '.join(errors)}{hint}", exc.code) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         if isinstance(reason, ssl.SSLError):

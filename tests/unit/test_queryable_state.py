@@ -3,16 +3,19 @@ and the driver's router (declarations, routing by key group, answers, conflicts,
 
 import json
 import threading
+import types
 
 import pytest
 
 from runtime.common.time import Time
 from runtime.driver.queryable_state import QueryableStateRouter, parse_key
+from runtime.driver.web.server import DashboardServer
 from runtime.errors import ApiUsageError, QueryableStateError, StateUsageError
 from runtime.executor.queryable_state import SlotQueryableStates, read_as_json
 from runtime.keys.key_groups import key_group_range, subtask_for_key
 from runtime.protocol.json_values import to_json
 from runtime.protocol.messages import QueryableStateRegistered, QueryState, StateAnswer
+from runtime.tools.queryable_state import QueryableStateClient
 from state_backends.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -212,7 +215,84 @@ def test_lookups_pending_when_the_attempt_ends_fail_at_once_and_the_next_attempt
     slots = Slots(router, 1, {1: 5})
     router.attach(1, slots.send_to)
     assert router.states() == {}  # the new attempt's functions declare their states again
+    with pytest.raises(QueryableStateError, match="'counts' is being restored") as restoring:
+        router.lookup("counts", 1)
+    assert restoring.value.status == 503  # the job had it: ask again
+    with pytest.raises(QueryableStateError, match="No queryable state 'other'") as unknown:
+        router.lookup("other", 1)
+    assert unknown.value.status == 404  # no attempt ever had it
     declare(router, 0)  # a straggler of the old attempt: ignored
     assert router.states() == {}
     declare(router, 1)
     assert router.lookup("counts", 1) == "5"
+
+
+def test_once_the_job_has_ended_lookups_are_refused_for_good_with_410():
+    router = QueryableStateRouter({"count-op": 1}, 128)
+    router.attach(0, Slots(router, 0, {1: 5}).send_to)
+    declare(router, 0)
+    router.end("the job has finished")
+    router.end("the job is FINISHED")  # the first reason stays
+    with pytest.raises(QueryableStateError, match="not running: the job has finished.*SavepointReader") as ended:
+        router.lookup("counts", 1)
+    assert ended.value.status == 410
+
+
+class CountedRouter(QueryableStateRouter):
+    """A router that tells the test each time it refused a lookup with 503."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.refused = threading.Semaphore(0)
+        self.lookups = 0
+
+    def lookup(self, name, key, timeout_s=10.0):
+        self.lookups += 1
+        try:
+            return super().lookup(name, key, timeout_s)
+        except QueryableStateError as error:
+            if error.status == 503:
+                self.refused.release()
+            raise
+
+
+@pytest.fixture
+def served_router():
+    router = CountedRouter({"count-op": 1}, 128)
+    server = DashboardServer("127.0.0.1", 0)
+    server.register(types.SimpleNamespace(job_id="ab12cd34ef56", job_name="lookups", ended=False,
+                                          queryable_state=router))
+    yield router, f"{server.url}/#/jobs/ab12cd34ef56"
+    server.close()
+
+
+def test_the_client_asks_again_while_the_job_restarts_and_gets_the_restored_value(served_router):
+    router, url = served_router
+    answers = []
+    client = QueryableStateClient(url, retry_for_s=600)
+    waiting = threading.Thread(target=lambda: answers.append(client.get("counts", 1)))
+    waiting.start()
+    assert router.refused.acquire(timeout=60) and router.refused.acquire(timeout=60)  # asked, refused, asked again
+    router.attach(0, Slots(router, 0, {1: 5}).send_to)
+    declare(router, 0)
+    waiting.join(60)
+    assert answers == [5]
+
+
+def test_the_client_raises_what_a_retry_cannot_mend_at_once_with_its_status(served_router):
+    router, url = served_router
+    with pytest.raises(QueryableStateError, match="starting or restarting") as not_yet:
+        QueryableStateClient(url, retry_for_s=0).get("counts", 1)
+    assert not_yet.value.status == 503 and router.lookups == 1
+    router.attach(0, Slots(router, 0, {}).send_to)
+    declare(router, 0)
+    with pytest.raises(QueryableStateError, match="No queryable state 'count'") as unknown:
+        QueryableStateClient(url, retry_for_s=600).get("count", 1)
+    assert unknown.value.status == 404 and router.lookups == 2
+    router.end("the job has finished")
+    with pytest.raises(QueryableStateError, match="the job has finished") as ended:
+        QueryableStateClient(url, retry_for_s=600).get("counts", 1)
+    assert ended.value.status == 410 and router.lookups == 3
+    with pytest.raises(QueryableStateError, match="No Chandy dashboard answers") as nothing:
+        QueryableStateClient("http://127.0.0.1:9/#/jobs/ab12cd34", retry_for_s=600).get("counts", 1)
+    assert nothing.value.status is None

@@ -87,7 +87,7 @@ PATHS: dict[str, dict] = {
                 "description": "The name given to set_queryable()"},
          {"name": "key", "in": "query", "required": True, "schema": {"type": "string"},
           "description": "The key: JSON (42, \"eu\", [1, 2] for a tuple) or plain text"}],
-        errors=(400, 404, 409, 500, 503, 504),
+        errors=(400, 404, 409, 410, 500, 503, 504),
         schema={"type": "object", "properties": {"name": {"type": "string"}, "key": {}, "value": {}}}),
     "/metrics": {"get": {"summary": "Prometheus metrics (text exposition format), names prefixed chandy_",
                          "responses": {"200": {"description": "Metrics",
