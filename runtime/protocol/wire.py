@@ -28,6 +28,7 @@ import struct
 import threading
 
 from runtime.errors import ProtocolError
+from runtime.network.gil_send import send_keeping_gil
 from runtime.protocol.messages import Message
 
 __all__ = ["MessageSocket", "ConnectionClosed", "MAX_FRAME_BYTES"]
@@ -36,6 +37,7 @@ _LENGTH = struct.Struct(">I")
 # Larger than any control message (the largest: an acknowledgement listing thousands of RocksDB files, a
 # failure with its traceback), small enough that a broken peer cannot make the driver allocate gigabytes.
 MAX_FRAME_BYTES = 64 << 20
+_RECEIVE_BYTES = 64 << 10
 
 
 class ConnectionClosed(ConnectionError):
@@ -44,27 +46,36 @@ class ConnectionClosed(ConnectionError):
 
 class MessageSocket:
     """Send and receive whole messages over ``stream`` (a socket, or a TLS stream that reads and writes like
-    one); ``send`` is safe from several threads. ``peer`` names the other end in errors."""
+    one); ``send`` is safe from several threads, ``receive`` is called from one. ``peer`` names the other end in
+    errors.
+
+    Each call into the socket lets go of the GIL, and taking it back waits for a computing thread's switch
+    interval (5 ms in a worker whose subtasks compute): a receive reads what has arrived at once, not a frame's
+    length and then its body, and a send hands the socket what fits without letting go (``send_keeping_gil``).
+    A lookup of queryable state crosses such a wait at each end."""
 
     def __init__(self, stream, peer: str):
         self.sock = stream
         self.peer = peer
         self._send_lock = threading.Lock()
+        self._sendall = send_keeping_gil(stream) if isinstance(stream, socket.socket) else stream.sendall
+        self._received = bytearray()
 
     def send(self, message: Message) -> None:
         payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         with self._send_lock:
-            self.sock.sendall(_LENGTH.pack(len(payload)) + payload)
+            self._sendall(_LENGTH.pack(len(payload)) + payload)
 
     def _read_exactly(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(min(n, 1 << 20))
+        received = self._received
+        while len(received) < n:
+            chunk = self.sock.recv(max(_RECEIVE_BYTES, min(n - len(received), 1 << 20)))
             if not chunk:
                 raise ConnectionClosed(f"the control connection with {self.peer} was closed")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+            received += chunk
+        data = bytes(received[:n])
+        del received[:n]
+        return data
 
     def receive(self) -> Message:
         (length,) = _LENGTH.unpack(self._read_exactly(_LENGTH.size))

@@ -212,6 +212,45 @@ def test_control_frames_from_an_authenticated_peer_are_bounded_and_must_be_messa
         receiver.close()
 
 
+def test_control_frames_that_arrived_together_are_read_with_one_call_into_the_socket():
+    """Each recv lets go of the GIL, and a worker's control thread waits for a computing subtask's switch interval
+    to take it back: frames that have arrived are read at once, a large one in as many pieces as it needs."""
+
+    class Counted:
+        def __init__(self, sock):
+            self.sock, self.calls = sock, 0
+
+        def recv(self, size):
+            self.calls += 1
+            return self.sock.recv(size)
+
+        def sendall(self, data):
+            self.sock.sendall(data)
+
+        def shutdown(self, how):
+            self.sock.shutdown(how)
+
+        def close(self):
+            self.sock.close()
+
+    a, b = socket.socketpair()
+    counted = Counted(b)
+    sender, receiver = MessageSocket(a, "the driver"), MessageSocket(counted, "slot 0")
+    try:
+        messages = [Cancel(0, "first"), Cancel(1, "second"), Cancel(2, "third")]
+        for message in messages:
+            sender.send(message)
+        assert [receiver.receive() for _ in messages] == messages and counted.calls == 1
+        large = Cancel(3, "x" * 300_000)  # more than one read's worth, sent from a thread: the socket holds less
+        writer = threading.Thread(target=sender.send, args=(large,))
+        writer.start()
+        assert receiver.receive() == large
+        writer.join(60)
+    finally:
+        sender.close()
+        receiver.close()
+
+
 def test_the_handshake_reads_no_more_than_its_fixed_sizes():
     a, b = socket.socketpair()
     try:
