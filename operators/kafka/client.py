@@ -92,3 +92,10 @@ def check_properties(config: dict, what: str, role: str) -> None:
                                  "CONFIGURATION.md).") from None
     if role == "consumer":
         client.close()
+
+
+def unreachable_codes() -> tuple:
+    """librdkafka's error codes that say no broker can be reached (down, unresolvable, connection lost)."""
+    from confluent_kafka import KafkaError
+
+    return KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE

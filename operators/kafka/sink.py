@@ -33,7 +33,14 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from operators.kafka.client import check_properties, client_config, error_text, for_role, with_log
+from operators.kafka.client import (
+    check_properties,
+    client_config,
+    error_text,
+    for_role,
+    unreachable_codes,
+    with_log,
+)
 from operators.kafka.topics import TopicCreation, ensure_topics
 from operators.sinks import DeliveryGuarantee, SinkWriter
 from operators.two_phase_commit import RecoveredState, TransactionContext, TwoPhaseCommitSink
@@ -46,6 +53,7 @@ __all__ = ["KafkaSink", "KafkaRecordSerializationSchema", "KafkaRecordSerializat
 log = logging.getLogger(__name__)
 
 COMMIT_TIMEOUT_S = 60.0  # one Kafka call of a commit (init, send offsets, commit) may take this long
+LIBRDKAFKA_TRANSACTION_TIMEOUT_MS = 60_000.0  # transaction.timeout.ms when the user sets none
 FLUSH_TIMEOUT_S = 120.0  # a barrier's wait for the brokers' acknowledgements (at least once)
 _MARKER_PARTITION = 0
 
@@ -193,19 +201,20 @@ class KafkaSink(TwoPhaseCommitSink):
         (the brokers abort a transaction open longer, and the commit fails): one step's timeout, or twice the
         checkpoint interval, since a commit produces one interval's output in one transaction, and that takes about
         as long as the interval when the brokers take the output only as fast as the job makes it."""
-        if not self.commits_on_checkpoints or "transaction.timeout.ms" not in self.properties:
+        if not self.commits_on_checkpoints:
             return
-        timeout_ms = float(self.properties["transaction.timeout.ms"])
-        needed = [(COMMIT_TIMEOUT_S * 1000, f"the sink's commit timeout ({COMMIT_TIMEOUT_S * 1000:g} ms, which one "
+        timeout_ms = float(self.properties.get("transaction.timeout.ms", LIBRDKAFKA_TRANSACTION_TIMEOUT_MS))
+        setting = "" if "transaction.timeout.ms" in self.properties else " (librdkafka's default)"
+        needed = [(COMMIT_TIMEOUT_S * 1000, f"the sink's commit timeout ({COMMIT_TIMEOUT_S * 1000:.0f} ms, which one "
                    "step of a commit may take)")]
         if interval_ms:
-            needed.append((2 * interval_ms, f"twice the checkpoint interval ({interval_ms:g} ms)"))
+            needed.append((2 * interval_ms, f"twice the checkpoint interval ({interval_ms:.0f} ms)"))
         short = [(ms, what) for ms, what in needed if timeout_ms < ms]
         if short:
-            log.warning("KafkaSink: transaction.timeout.ms is %g ms, below %s: the brokers abort a transaction open "
+            log.warning("KafkaSink: transaction.timeout.ms is %.0f ms%s, below %s: the brokers abort a transaction open "
                         "longer, and a commit they abort fails the attempt (its restart commits it again). Raise it "
-                        "to at least %g ms with set_property('transaction.timeout.ms', ...) (the brokers' "
-                        "transaction.max.timeout.ms caps it, 15 minutes by default).", timeout_ms,
+                        "to at least %.0f ms with set_property('transaction.timeout.ms', ...) (the brokers' "
+                        "transaction.max.timeout.ms caps it, 15 minutes by default).", timeout_ms, setting,
                         " and ".join(what for _, what in short), max(ms for ms, _ in short))
 
     @property
@@ -395,20 +404,27 @@ def _produce(producer, topic: str, key, value, timestamp, on_delivery=None) -> N
 
 class _BrokerErrors:
     """A producer's error callback: keeps librdkafka's newest words about brokers it cannot reach, which its
-    timeouts do not repeat ("Timed out", "Local: Message timed out")."""
+    timeouts do not repeat ("Timed out", "Local: Message timed out"), with when they came: an error names them
+    only while they are recent, not a disconnect long past. Other client errors are logged only."""
+
+    RECENT_S = 2 * COMMIT_TIMEOUT_S  # a failing call waited at most about this long: older words are another story
 
     def __init__(self):
         self.text = ""
+        self.at = float("-inf")
         self.logged = float("-inf")
 
     def __call__(self, error) -> None:
-        self.text = error.str()
-        if time.monotonic() - self.logged >= 10.0:  # librdkafka reports every failed reconnect: a few a second
-            self.logged = time.monotonic()
-            log.warning("KafkaSink: %s", self.text)
+        now = time.monotonic()
+        if error.code() in unreachable_codes():
+            self.text, self.at = error.str(), now
+        if now - self.logged >= 10.0:  # librdkafka reports every failed reconnect: a few a second
+            self.logged = now
+            log.warning("KafkaSink: %s", error.str())
 
     def since(self) -> str:
-        return f" (librdkafka: {self.text})" if self.text else ""
+        recent = self.text and time.monotonic() - self.at <= self.RECENT_S
+        return f" (librdkafka: {self.text})" if recent else ""
 
 
 def _record_bytes(records) -> int:

@@ -24,7 +24,15 @@ import re
 import time
 import uuid
 
-from operators.kafka.client import METADATA_TIMEOUT_S, check_properties, client_config, error_text, for_role, with_log
+from operators.kafka.client import (
+    METADATA_TIMEOUT_S,
+    check_properties,
+    client_config,
+    error_text,
+    for_role,
+    unreachable_codes,
+    with_log,
+)
 from operators.kafka.offsets import KafkaOffsetResetStrategy, KafkaOffsetsInitializer
 from operators.kafka.partitions import KafkaTopicPartition, owner
 from operators.kafka.topics import TopicCreation, ensure_topics
@@ -366,7 +374,7 @@ class _KafkaReader(SourceReader):
             if split in self.stops:
                 self._past_markers(split)
             return
-        if code in _UNREACHABLE_CODES():
+        if code in unreachable_codes():
             self._client_error(error)
             return
         # With reset strategy NONE librdkafka's auto.offset.reset is "error": it reports _AUTO_OFFSET_RESET (the
@@ -381,7 +389,7 @@ class _KafkaReader(SourceReader):
     def _client_error(self, error) -> None:
         """librdkafka's error callback (and error events of the same kinds): brokers that do not answer start the
         clock that :meth:`_check_brokers` reads; anything else is logged (a fatal error fails at the next call)."""
-        if error.code() in _UNREACHABLE_CODES():
+        if error.code() in unreachable_codes():
             self.broker_error = error.str()
             if self.brokers_down_since is None:
                 self.brokers_down_since = time.monotonic()
@@ -494,8 +502,3 @@ class _KafkaReader(SourceReader):
         ``records-skipped``; ``bytes-read``: the records' keys and values, as Kafka holds them."""
         return {"split-lag": dict(self.lags), "records-skipped": self.skipped, "bytes-read": self.bytes_read}
 
-
-def _UNREACHABLE_CODES() -> tuple:
-    from confluent_kafka import KafkaError
-
-    return KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE

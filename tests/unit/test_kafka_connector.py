@@ -639,7 +639,8 @@ def test_the_exactly_once_sink_counts_the_transactions_it_commits_and_aborts(kaf
     (90_000, 60_000, ["twice the checkpoint interval (60000 ms)"], 120_000),
     (20_000, 15_000, ["the sink's commit timeout (60000 ms", "twice the checkpoint interval (15000 ms)"], 60_000),
     (900_000, 60_000, [], None),
-    (None, 600_000, [], None),  # not the user's setting: librdkafka's default, which Chandy's commits fit
+    (None, 1_000, [], None),  # librdkafka's default (60 s) fits a commit of a short interval's output
+    (None, 600_000, ["twice the checkpoint interval (600000 ms)"], 1_200_000),  # but not of a long one's
 ])
 def test_a_transaction_timeout_a_commit_may_outlast_is_warned_about_once_at_job_start(
         kafka, monkeypatch, caplog, timeout_ms, interval_ms, short, needed):
@@ -669,6 +670,7 @@ def test_a_transaction_timeout_a_commit_may_outlast_is_warned_about_once_at_job_
         assert warnings == []
         return
     assert len(warnings) == 1, warnings
-    assert f"transaction.timeout.ms is {timeout_ms} ms, below " in warnings[0]
+    setting = f"{timeout_ms} ms" if timeout_ms is not None else "60000 ms (librdkafka's default)"
+    assert f"transaction.timeout.ms is {setting}, below " in warnings[0]
     assert all(part in warnings[0] for part in short)
     assert f"Raise it to at least {needed} ms with set_property('transaction.timeout.ms', ...)" in warnings[0]
