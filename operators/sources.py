@@ -145,9 +145,9 @@ class _RangeReader(SourceReader):
             # Records are released PACE_STEP_S worth at a time (at least one): released as each falls due, a
             # fast rate made a poll of a few records every few microseconds, and the loop around each poll cost
             # more than its records.
-            step = max(1, int(self.rate * PACE_STEP_S))
-            if allowed < min(step, max_records):
-                time.sleep(min(0.005, (min(step, max_records) - allowed) / self.rate))
+            release = min(max_records, max(1, int(self.rate * PACE_STEP_S)))
+            if allowed < release:
+                time.sleep(min(0.005, (release - allowed) / self.rate))
                 return []
             max_records = min(max_records, allowed)
         split = self.splits[0]

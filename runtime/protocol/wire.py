@@ -96,7 +96,10 @@ class MessageSocket:
 
     def close(self) -> None:
         try:
-            self.sock.shutdown(socket.SHUT_RDWR)
+            self.sock.shutdown(socket.SHUT_RDWR)  # first: a send that blocks fails now and lets go of the lock
         except OSError:
             pass
-        self.sock.close()
+        # Closed under the send lock: a send in progress has taken the descriptor's number before the close, so
+        # it never writes into a connection accepted later under the same number.
+        with self._send_lock:
+            self.sock.close()

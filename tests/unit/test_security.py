@@ -241,11 +241,16 @@ def test_control_frames_that_arrived_together_are_read_with_one_call_into_the_so
         for message in messages:
             sender.send(message)
         assert [receiver.receive() for _ in messages] == messages and counted.calls == 1
-        large = Cancel(3, "x" * 300_000)  # more than one read's worth, sent from a thread: the socket holds less
-        writer = threading.Thread(target=sender.send, args=(large,))
-        writer.start()
-        assert receiver.receive() == large
-        writer.join(60)
+        # Larger than one read, and than the socket holds: each send blocks part-way, from two threads at once.
+        large = [Cancel(attempt, str(attempt) * 300_000) for attempt in range(3, 9)]
+        writers = [threading.Thread(target=lambda part: [sender.send(m) for m in part], args=(large[i::2],))
+                   for i in range(2)]
+        for writer in writers:
+            writer.start()
+        received = [receiver.receive() for _ in large]
+        assert sorted(received, key=lambda m: m.attempt) == large  # each whole, none interleaved with another
+        for writer in writers:
+            writer.join(60)
     finally:
         sender.close()
         receiver.close()
