@@ -49,7 +49,7 @@ import pyarrow as pa
 from runtime.errors import ProtocolError
 from runtime.network.acceptor import Acceptor
 from runtime.network.codec import RecordCodec
-from runtime.network.gil_send import send_keeping_gil
+from runtime.protocol.gil_send import send_keeping_gil
 from runtime.network.in_flight import InFlightRecorder
 from runtime.network.security import ConnectionSecurity
 from runtime.network.tls import TlsStream
@@ -94,7 +94,7 @@ _CREDIT_BYTES = [bytes([v]) for v in range(256)]
 
 def _credit_sender(stream) -> Callable[[bytes], None]:
     """Sends one credit without letting go of the GIL (it is sent by the consumer's subtask thread, under its
-    gate's lock; see :mod:`runtime.network.gil_send`). A connection that cannot take a credit is broken for its
+    gate's lock; see :mod:`runtime.protocol.gil_send`). A connection that cannot take a credit is broken for its
     reader too (shut down), which reports it: its producer would otherwise wait for credits forever."""
     send = stream.sendall if isinstance(stream, TlsStream) else send_keeping_gil(stream)  # TLS's sends keep it too
 

@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass, field
 
 from runtime.errors import ConfigurationError
-from runtime.network.gil_send import send_keeping_gil
+from runtime.protocol.gil_send import send_keeping_gil
 
 __all__ = ["TlsMaterial", "TlsStream", "job_certificate", "material_from_files"]
 

@@ -28,7 +28,7 @@ import struct
 import threading
 
 from runtime.errors import ProtocolError
-from runtime.network.gil_send import send_keeping_gil
+from runtime.protocol.gil_send import send_keeping_gil
 from runtime.protocol.messages import Message
 
 __all__ = ["MessageSocket", "ConnectionClosed", "MAX_FRAME_BYTES"]
