@@ -538,6 +538,7 @@ class JobMaster:
         """The control server's thread: every slot of the attempt registered, records flow from now on."""
         self.lifecycle.transition_from(JobStatus.INITIALIZING, JobStatus.RUNNING,
                                        f"attempt {self.attempt}: every slot runs, records flow")
+        self.queryable_state.running(self.attempt)
 
     def _checkpoint_failed(self, event: CheckpointFailure) -> Diagnosis:
         log.error("%s", event.error)

@@ -65,6 +65,7 @@ class QueryableStateRouter:
         self._attempt: int | None = None
         self._send_to: Callable[[int, Any], None] | None = None
         self._declared_before: set[str] = set()  # an earlier attempt's names: a restarted one declares them again
+        self._running = False  # every slot of the attempt runs: the states functions take in open() are declared
         self._ended: str | None = None
 
     # -- attempts ---------------------------------------------------------------------------------------
@@ -73,7 +74,7 @@ class QueryableStateRouter:
         """Attempt ``attempt`` runs; ``send_to(slot, message)`` reaches its slots. Its states are declared anew."""
         with self._lock:
             self._fail_pending("the job restarted")
-            self._attempt, self._send_to = attempt, send_to
+            self._attempt, self._send_to, self._running = attempt, send_to, False
             self._declared_before.update(self._declared)
             self._declared.clear()
             self._conflicts.clear()
@@ -83,6 +84,12 @@ class QueryableStateRouter:
         with self._lock:
             self._fail_pending(why)
             self._attempt = self._send_to = None
+
+    def running(self, attempt: int) -> None:
+        """Every slot of ``attempt`` runs (their functions are open): a name none declared by now is unknown."""
+        with self._lock:
+            if attempt == self._attempt:
+                self._running = True
 
     def end(self, why: str) -> None:
         """The job has ended for good (``why``): lookups are refused with 410 from now on, not asked again."""
@@ -138,8 +145,14 @@ class QueryableStateRouter:
             if declared is None and name in self._declared_before:
                 raise QueryableStateError(f"Queryable state '{name}' is being restored: its function declares it "
                                           "again when it takes it after the restart. Ask again.", 503)
+            if declared is None and not (self._running and self._declared):
+                # Functions declare a state when they first take it, in open() once every slot runs: until one
+                # has, an unknown name may be one still to come.
+                raise QueryableStateError(f"No queryable state '{name}' yet: the job is starting, and its functions "
+                                          "have declared none so far (they do as they take their states). Ask "
+                                          "again.", 503)
             if declared is None:
-                known = ", ".join(sorted(self._declared)) or "none yet (functions declare them as they take them)"
+                known = ", ".join(sorted(self._declared))
                 raise QueryableStateError(f"No queryable state '{name}': the job's are {known}. A state is "
                                           "queryable when its descriptor has set_queryable(name).", 404)
             if name in self._conflicts:
@@ -166,5 +179,6 @@ class QueryableStateRouter:
             with self._lock:
                 self._pending.pop(request, None)
         if answer.error is not None:
-            raise QueryableStateError(f"Subtask {subtask} of operator '{declared.uid}': {answer.error}", 500)
+            raise QueryableStateError(f"Subtask {subtask} of operator '{declared.uid}': {answer.error}",
+                                      503 if answer.not_yet else 500)
         return answer.value_json

@@ -630,9 +630,13 @@ class SubtaskRunner:
         attempt = self.slot.attempt
         backend = self.backends[self.uids[query.uid]]
         declared = self.slot.queryables.find(query.name)
-        if backend is None or declared is None:
-            return StateAnswer(attempt, query.request, error=f"operator '{query.uid}' has no queryable state "
-                                                               f"'{query.name}' in subtask {self.slot.slot}")
+        if backend is None:
+            return StateAnswer(attempt, query.request, error=f"operator '{query.uid}' has no keyed state in "
+                                                               f"subtask {self.slot.slot}")
+        if declared is None:  # another subtask's function declared it: this one's takes it at its first record
+            return StateAnswer(attempt, query.request, not_yet=True,
+                               error=f"the function of operator '{query.uid}' in subtask {self.slot.slot} has not "
+                                     f"taken state '{query.name}' yet (it does when it first needs it); ask again")
         try:
             return StateAnswer(attempt, query.request, value_json=read_as_json(backend, declared[1], query.key))
         except Exception as exc:  # the lookup fails, never the job

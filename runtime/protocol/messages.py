@@ -293,8 +293,10 @@ class QueryState(QueryableStateMessage):
 @dataclass(frozen=True)
 class StateAnswer(QueryableStateMessage):
     """Slot -> driver: the answer to ``request``: the value as JSON text (``null`` when the key has none), or
-    ``error``, a sentence for the user."""
+    ``error``, a sentence for the user; ``not_yet``: the error passes (the subtask's function has not taken the
+    state since the attempt started), so the lookup may be asked again."""
 
     request: int
     value_json: str | None = None
     error: str | None = None
+    not_yet: bool = False

@@ -155,10 +155,17 @@ def test_the_router_names_what_it_cannot_answer():
         router.lookup("counts", 1)
     assert refused.value.status == 503
     router.attach(0, Slots(router, 0, {}).send_to)
+    with pytest.raises(QueryableStateError, match="No queryable state 'count' yet: the job is starting") as early:
+        router.lookup("count", 1)
+    assert early.value.status == 503  # functions declare their states in open(): ask again
+    router.running(0)
+    with pytest.raises(QueryableStateError, match="No queryable state 'count' yet") as none_declared:
+        router.lookup("count", 1)
+    assert none_declared.value.status == 503
     declare(router, 0, uid="a")
     with pytest.raises(QueryableStateError, match="No queryable state 'count': the job's are counts") as unknown:
         router.lookup("count", 1)
-    assert unknown.value.status == 404
+    assert unknown.value.status == 404  # every slot runs, a function declared its state: this name is none
     declare(router, 0, uid="b")
     with pytest.raises(QueryableStateError, match=r"declared by operators \['a', 'b'\]") as conflict:
         router.lookup("counts", 1)
@@ -218,13 +225,24 @@ def test_lookups_pending_when_the_attempt_ends_fail_at_once_and_the_next_attempt
     with pytest.raises(QueryableStateError, match="'counts' is being restored") as restoring:
         router.lookup("counts", 1)
     assert restoring.value.status == 503  # the job had it: ask again
-    with pytest.raises(QueryableStateError, match="No queryable state 'other'") as unknown:
-        router.lookup("other", 1)
-    assert unknown.value.status == 404  # no attempt ever had it
     declare(router, 0)  # a straggler of the old attempt: ignored
     assert router.states() == {}
     declare(router, 1)
+    router.running(1)
     assert router.lookup("counts", 1) == "5"
+    with pytest.raises(QueryableStateError, match="No queryable state 'other'") as unknown:
+        router.lookup("other", 1)
+    assert unknown.value.status == 404  # no attempt ever had it
+
+
+def test_a_subtask_whose_function_has_not_taken_the_state_yet_is_asked_again():
+    router = QueryableStateRouter({"count-op": 1}, 128)
+    router.attach(0, lambda slot, message: router.on_message(
+        StateAnswer(0, message.request, error="has not taken state 'counts' yet", not_yet=True)))
+    declare(router, 0)
+    with pytest.raises(QueryableStateError, match="has not taken state 'counts' yet") as not_yet:
+        router.lookup("counts", 1)
+    assert not_yet.value.status == 503
 
 
 def test_once_the_job_has_ended_lookups_are_refused_for_good_with_410():
@@ -286,6 +304,7 @@ def test_the_client_raises_what_a_retry_cannot_mend_at_once_with_its_status(serv
     assert not_yet.value.status == 503 and router.lookups == 1
     router.attach(0, Slots(router, 0, {}).send_to)
     declare(router, 0)
+    router.running(0)
     with pytest.raises(QueryableStateError, match="No queryable state 'count'") as unknown:
         QueryableStateClient(url, retry_for_s=600).get("count", 1)
     assert unknown.value.status == 404 and router.lookups == 2
