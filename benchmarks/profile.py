@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PARTS = (
     ("benchmarks/throughput.py", "user functions"),
     ("runtime/tools/demo.py", "user functions"),
-    ("benchmarks/sinks.py", "sink"),
+    ("runtime/tools/count_sink.py", "sink"),
     ("runtime/keys/", "key hash and key groups"),
     ("state_backends/storage", "checkpoint writing"),
     ("runtime/executor/snapshotter.py", "checkpoint writing"),

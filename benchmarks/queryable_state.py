@@ -30,7 +30,7 @@ LOOKUP_EVERY_S = 0.01
 
 def run_queryable_job(spark, rate: float, seconds: float, keys: int, parallelism: int) -> dict:
     from benchmarks.latency import percentiles
-    from benchmarks.sinks import FinalCountSink
+    from runtime.tools.count_sink import FinalCountSink
     from operators import KeyedProcessFunction, ValueStateDescriptor
     from operators.sources import SequenceSource
     from runtime import StreamExecutionEnvironment, Types

@@ -14,7 +14,7 @@ import time
 import pyarrow.compute as pc
 
 from benchmarks.machine import job_cpu_seconds
-from benchmarks.sinks import FinalCountSink
+from runtime.tools.count_sink import FinalCountSink
 from runtime import StreamExecutionEnvironment, Types
 from runtime.tools.demo import CountPerKey
 

@@ -41,7 +41,6 @@ NO_EXAMPLES = {
     "benchmarks.metrics_overhead": BENCHMARK,
     "benchmarks.security": BENCHMARK,
     "benchmarks.snapshot": "benchmark: measures snapshot timings, which vary from run to run",
-    "benchmarks.sinks": "benchmark-only sink, checked by the benchmark runs themselves",
     "operators": "re-exports only: each name's own docstring has an example (test_public_api_has_examples)",
     "operators.committing": "re-exports only: operators.committing.sink and .committables have the examples",
     "operators.iceberg": "package docstring only: operators.iceberg.sink has the examples",

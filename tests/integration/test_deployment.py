@@ -98,7 +98,7 @@ def test_demo_job_through_spark_submit_with_py_files(tmp_path):
                "--records", "50000", "--keys", "100"], timeout=600, cwd=tmp_path,
               env={"PYTHONPATH": ""})
     assert out.returncode == 0, out.stdout + out.stderr[-5000:]
-    assert "result: exact" in out.stdout
+    assert "result: exact" in out.stdout and "checkpoints: " in out.stdout
 
 
 def test_chandy_savepoint_and_stop_reach_a_driver_of_its_own_in_https_and_stop_hears_the_savepoint_as_it_exits(

@@ -1,7 +1,7 @@
 """A job's start-up, as the driver and its slots mark it (runtime.protocol.startup), and the one-call read of the
 Spark conf that made it shorter (issue 36)."""
 
-from benchmarks.sinks import FinalCountSink
+from runtime.tools.count_sink import FinalCountSink
 from runtime import Types
 from runtime.driver.launcher import _conf_in_one_call, spark_conf_of
 from runtime.protocol.startup import PHASES
