@@ -7,7 +7,11 @@ it can read is the state a micro-batch has committed).
 2. At half that rate, the same job with its running count queryable; a client on the driver's machine looks up
    a random key over the REST API (``QueryableStateClient.get``) every 10 ms for the whole run, timing each
    lookup from the call to its answer (HTTP, the driver's routing, the subtask's answer between two batches).
-   The final counts are checked against the plain-Python reference.
+   The final counts are checked against the plain-Python reference. Each lookup's parts come from the server's
+   ``Server-Timing`` (``QueryableStateClient.last_timings``): the client (HTTP both ways, in this process),
+   the driver (from reading the request to sending the query), the connection to the slot and its control thread
+   (both ways), the wait in the slot until the subtask took it up, and the read; the report has each part's
+   percentiles and its mean share of the slowest 1% of lookups.
 3. SSS: the JVM groupBy count's peak, then its event-to-state latency at half of it (``benchmarks.latency``).
 
     python -m benchmarks.queryable_state [--quick]
@@ -53,6 +57,7 @@ def run_queryable_job(spark, rate: float, seconds: float, keys: int, parallelism
     env.enable_checkpointing(1000)
     sink = FinalCountSink()
     lookups_ms: list[float] = []
+    parts: list[dict[str, float]] = []
     answered = missing = 0
     with tempfile.TemporaryDirectory(prefix="chandy-bench-queryable-") as checkpoints:
         env.get_checkpoint_config().set_checkpoint_storage(checkpoints)
@@ -75,6 +80,7 @@ def run_queryable_job(spark, rate: float, seconds: float, keys: int, parallelism
                 done.wait(LOOKUP_EVERY_S)
                 continue
             lookups_ms.append((time.perf_counter() - started) * 1000.0)
+            parts.append(lookup_parts(lookups_ms[-1], client.last_timings))
             answered += value is not None
             missing += value is None
             done.wait(LOOKUP_EVERY_S)
@@ -83,7 +89,34 @@ def run_queryable_job(spark, rate: float, seconds: float, keys: int, parallelism
     exact = seen == records and latest == {k: records // keys + (k < records % keys) for k in range(keys)}
     return {"variant": "chandy-queryable-state-lookup", "rate": round(rate), "lookups": len(lookups_ms),
             "answered_with_a_value": answered, "answered_none": missing, "measured": bool(lookups_ms),
-            "exact": exact, **percentiles(sorted(lookups_ms))}
+            "exact": exact, **percentiles(sorted(lookups_ms)), "parts": describe_parts(lookups_ms, parts)}
+
+
+PARTS = ("client", "driver", "to-slot-and-back", "subtask-wait", "state-read")
+
+
+def lookup_parts(total_ms: float, timings: dict[str, float]) -> dict[str, float]:
+    """A lookup's time in parts that add up to ``total_ms``, from the server's timings.
+
+    >>> lookup_parts(10.0, {"driver": 8.0, "slot": 6.0, "subtask-wait": 3.0, "state-read": 0.5})
+    {'client': 2.0, 'driver': 2.0, 'to-slot-and-back': 2.5, 'subtask-wait': 3.0, 'state-read': 0.5}
+    """
+    driver, slot = timings.get("driver", 0.0), timings.get("slot", 0.0)
+    wait, read = timings.get("subtask-wait", 0.0), timings.get("state-read", 0.0)
+    return {"client": total_ms - driver, "driver": driver - slot, "to-slot-and-back": slot - wait - read,
+            "subtask-wait": wait, "state-read": read}
+
+
+def describe_parts(totals_ms: list[float], parts: list[dict[str, float]]) -> dict:
+    """Each part's p50 and p99 over all lookups, and its mean share of the slowest 1% (at least one lookup)."""
+    from benchmarks.latency import percentiles
+    if not parts:
+        return {}
+    slowest = sorted(range(len(totals_ms)), key=totals_ms.__getitem__)[-max(1, len(totals_ms) // 100):]
+    slow_total = sum(totals_ms[i] for i in slowest) or 1.0
+    return {name: {**{k: v for k, v in percentiles(sorted(p[name] for p in parts)).items() if k != "max_ms"},
+                   "share_of_slowest_1pct": round(sum(parts[i][name] for i in slowest) / slow_total, 3)}
+            for name in PARTS}
 
 
 def main(argv=None) -> int:
@@ -125,6 +158,9 @@ def main(argv=None) -> int:
           f"({jvm['records_per_s'] or 0:,}/s); exact {peak['exact']}")
     print(f"lookups at {lookups['rate']:,}/s: {lookups['lookups']} answered, p50 {lookups['p50_ms']} ms, p99 "
           f"{lookups['p99_ms']} ms, max {lookups['max_ms']} ms; final counts exact {lookups['exact']}")
+    print("lookup parts (p50 / p99 ms, share of the slowest 1%): " + "; ".join(
+        f"{name} {part['p50_ms']} / {part['p99_ms']}, {part['share_of_slowest_1pct']:.0%}"
+        for name, part in lookups["parts"].items()))
     print(f"SSS event-to-state latency at {sss['rate']:,}/s: p50 {sss['p50_ms']} ms, p99 {sss['p99_ms']} ms; "
           f"lookup p99 / SSS p99 = {report['lookup_p99_over_sss_state_latency_p99'] or 0:.3f}")
     write_report(args.out, "queryable_state", args.quick, report)

@@ -257,7 +257,7 @@ class SlotRunner:
         for runner in self.runners:
             if runner.runs(query.uid):
                 if runner.status is SubtaskStatus.RUNNING:
-                    runner.queries.append(query)
+                    runner.queries.append((query, time.monotonic()))
                     runner.wakeup.set()
                     if runner.gate is not None:
                         runner.gate.wake()

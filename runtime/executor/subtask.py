@@ -14,6 +14,7 @@ processing-time timers fire when the wall clock reaches them, never from another
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -98,7 +99,8 @@ class SubtaskRunner:
         self.backends = [getattr(op.runtime_context, "keyed_backend", None) for op in self.operators]
         self.triggers: deque = deque()  # checkpoint ids to inject (sources), appended by the control thread
         self.notifications: deque = deque()  # completed checkpoint ids, appended by the control thread
-        self.queries: deque = deque()  # lookups of queryable state (QueryState), appended by the control thread
+        # lookups of queryable state (QueryState, when the slot read it), appended by the control thread
+        self.queries: deque = deque()
         self.uids = {node.uid: index for index, node in enumerate(chain.operators)}
         self.wakeup = threading.Event()  # set by the control thread with each of those (and on cancel)
         self.status = SubtaskStatus.RUNNING
@@ -622,8 +624,11 @@ class SubtaskRunner:
 
     def _answer_queries(self) -> None:
         while self.queries:
-            query = self.queries.popleft()
-            self.slot.send(self._answer(query))
+            query, read_at = self.queries.popleft()
+            started = time.monotonic()
+            answer = self._answer(query)
+            self.slot.send(dataclasses.replace(answer, waited_ms=(started - read_at) * 1000.0,
+                                               read_ms=(time.monotonic() - started) * 1000.0))
 
     def _answer(self, query: QueryState) -> StateAnswer:
         """The answer to a lookup of queryable state, read between two batches: what the operator would read."""

@@ -294,9 +294,12 @@ class QueryState(QueryableStateMessage):
 class StateAnswer(QueryableStateMessage):
     """Slot -> driver: the answer to ``request``: the value as JSON text (``null`` when the key has none), or
     ``error``, a sentence for the user; ``not_yet``: the error passes (the subtask's function has not taken the
-    state since the attempt started), so the lookup may be asked again."""
+    state since the attempt started), so the lookup may be asked again. ``waited_ms``: from the slot reading the
+    query to its subtask taking it up (between two batches); ``read_ms``: reading the state and encoding it."""
 
     request: int
     value_json: str | None = None
     error: str | None = None
     not_yet: bool = False
+    waited_ms: float = 0.0
+    read_ms: float = 0.0

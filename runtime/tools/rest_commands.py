@@ -85,28 +85,41 @@ def _call(base: str, path: str, method: str = "GET", token: str | None = None, b
         with urllib.request.urlopen(request, timeout=30, context=context) as answer:
             return json.loads(answer.read() or b"{}")
     except urllib.error.HTTPError as exc:
-        try:
-            errors = json.loads(exc.read()).get("errors") or [exc.reason]
-        except ValueError:
-            errors = [str(exc.reason)]
-        if exc.code in (401, 403) and refused is not None:
-            raise JobControlError(f"{refused} ({exc.code}: {'; '.join(errors)})", exc.code) from None
-        hint = (f" For the chandy command: pass the URL with ?token=... as the log prints it, or set {TOKEN_ENV}."
-                if exc.code in (401, 403) else "")
-        raise JobControlError(f"{method} {base}{path}: {exc.code} {'; '.join(errors)}{hint}", exc.code) from None
+        raise _refusal(base, path, method, exc.code, exc.read(), str(exc.reason), refused) from None
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, ssl.SSLError):
-            pinned = " (the certificate in _job.json)" if context is not None else ""
-            raise JobControlError(f"{base} does not present the certificate this client trusts{pinned}: "
-                                  f"{reason}. It is another server than the job's, or another run of the job "
-                                  "replaced it.") from None
-        raise JobControlError(f"No Chandy dashboard answers at {base} ({reason}): the driver "
-                              "is not running, or it listens elsewhere (its log says where: 'Chandy dashboard and "
-                              "REST API: ...').") from None
+        raise _unreachable(base, getattr(exc, "reason", exc), context) from None
     except ValueError:
-        raise JobControlError(f"{base}{path} answered with something other than JSON: is it a Chandy "
-                              "dashboard?") from None
+        raise _not_json(base, path) from None
+
+
+def _refusal(base: str, path: str, method: str, status: int, body: bytes, reason: str,
+             refused: str | None = None) -> JobControlError:
+    """The error for an answer with status ``status`` (4xx, 5xx) and the server's JSON ``{"errors": [...]}``."""
+    try:
+        errors = json.loads(body).get("errors") or [reason]
+    except (ValueError, AttributeError):
+        errors = [reason]
+    if status in (401, 403) and refused is not None:
+        return JobControlError(f"{refused} ({status}: {'; '.join(errors)})", status)
+    hint = (f" For the chandy command: pass the URL with ?token=... as the log prints it, or set {TOKEN_ENV}."
+            if status in (401, 403) else "")
+    return JobControlError(f"{method} {base}{path}: {status} {'; '.join(errors)}{hint}", status)
+
+
+def _unreachable(base: str, reason: object, context: ssl.SSLContext | None) -> JobControlError:
+    """The error for a server that could not be reached or whose certificate is not the one trusted."""
+    if isinstance(reason, ssl.SSLError):
+        pinned = " (the certificate in _job.json)" if context is not None else ""
+        return JobControlError(f"{base} does not present the certificate this client trusts{pinned}: "
+                               f"{reason}. It is another server than the job's, or another run of the job "
+                               "replaced it.")
+    return JobControlError(f"No Chandy dashboard answers at {base} ({reason}): the driver "
+                           "is not running, or it listens elsewhere (its log says where: 'Chandy dashboard and "
+                           "REST API: ...').")
+
+
+def _not_json(base: str, path: str) -> JobControlError:
+    return JobControlError(f"{base}{path} answered with something other than JSON: is it a Chandy dashboard?")
 
 
 def _job_id(url: str) -> tuple[str, str]:

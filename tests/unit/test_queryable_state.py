@@ -129,7 +129,8 @@ class Slots:
         assert isinstance(message, QueryState)
         self.asked.append((slot, message.key))
         if self.answer:
-            reply = StateAnswer(self.attempt, message.request, value_json=json.dumps(self.values.get(message.key)))
+            reply = StateAnswer(self.attempt, message.request, value_json=json.dumps(self.values.get(message.key)),
+                                waited_ms=2.5, read_ms=0.25)
             threading.Thread(target=self.router.on_message, args=(reply,)).start()
 
 
@@ -264,10 +265,10 @@ class CountedRouter(QueryableStateRouter):
         self.refused = threading.Semaphore(0)
         self.lookups = 0
 
-    def lookup(self, name, key, timeout_s=10.0):
+    def timed_lookup(self, name, key, timeout_s=10.0):
         self.lookups += 1
         try:
-            return super().lookup(name, key, timeout_s)
+            return super().timed_lookup(name, key, timeout_s)
         except QueryableStateError as error:
             if error.status == 503:
                 self.refused.release()
@@ -315,3 +316,24 @@ def test_the_client_raises_what_a_retry_cannot_mend_at_once_with_its_status(serv
     with pytest.raises(QueryableStateError, match="No Chandy dashboard answers") as nothing:
         QueryableStateClient("http://127.0.0.1:9/#/jobs/ab12cd34", retry_for_s=600).get("counts", 1)
     assert nothing.value.status is None
+
+
+def test_a_client_keeps_its_connection_and_reports_where_each_lookup_spent_its_time(served_router):
+    router, url = served_router
+    router.attach(0, Slots(router, 0, {1: 5, 2: 7}).send_to)
+    declare(router, 0)
+    client = QueryableStateClient(url, retry_for_s=0)
+    assert client.last_timings == {}
+    assert client.get("counts", 1) == 5
+    timings = client.last_timings
+    assert set(timings) == {"driver", "slot", "subtask-wait", "state-read"}
+    assert (timings["subtask-wait"], timings["state-read"]) == (2.5, 0.25)  # as the subtask reported them
+    assert timings["driver"] >= timings["slot"] >= 0
+    local = client._threads.connection.sock.getsockname()
+    assert client.get("counts", 2) == 7
+    assert client._threads.connection.sock.getsockname() == local, "the second lookup used the same connection"
+    client._threads.connection.sock.close()  # as if the server had closed it while the client idled
+    assert client.get("counts", 1) == 5, "a kept connection that is gone is opened again"
+    assert client._threads.connection.sock.getsockname() != local
+    client.close()
+    assert client.get("counts", 2) == 7

@@ -53,6 +53,7 @@ from runtime.driver.web.prometheus import prometheus_text
 from runtime.errors import ChandyError, QueryableStateError
 from runtime.network.tls import TlsMaterial
 from runtime.protocol.json_values import to_json
+from runtime.protocol.server_timing import server_timing
 
 __all__ = ["DashboardServer", "PORT_ATTEMPTS", "KEPT_ENDED_JOBS", "KEPT_OPERATIONS", "MAX_BODY_BYTES",
            "COLLECTION_GRACE_S"]
@@ -262,12 +263,14 @@ class DashboardServer:
         return handler
 
     async def _state_lookup(self, request: web.Request) -> web.Response:
-        answer = await asyncio.get_running_loop().run_in_executor(self._lookups, self._look_up, request)
-        return web.json_response(answer, dumps=_dumps)
+        started = time.monotonic()
+        answer, timings = await asyncio.get_running_loop().run_in_executor(self._lookups, self._look_up, request)
+        timings = {"driver": (time.monotonic() - started) * 1000.0, **timings}
+        return web.json_response(answer, dumps=_dumps, headers={"Server-Timing": server_timing(timings)})
 
-    def _look_up(self, request: web.Request) -> dict:
+    def _look_up(self, request: web.Request) -> tuple[dict, dict[str, float]]:
         """``GET /jobs/<id>/state/<name>?key=<key>``: the value of queryable state ``name`` for the key, read by the
-        subtask that owns it between two batches (``null``: none)."""
+        subtask that owns it between two batches (``null``: none), and where the lookup's time went."""
         master, name = self._job(request), request.match_info["name"]
         text = request.query.get("key")
         if text is None:
@@ -275,10 +278,10 @@ class DashboardServer:
                                     "\"eu\", key=[1,2] for a tuple) or plain text (key=eu).")
         try:
             key = parse_key(text)
-            value = master.queryable_state.lookup(name, key)
+            value, timings = master.queryable_state.timed_lookup(name, key)
         except QueryableStateError as exc:
             raise api.ApiError(exc.status, str(exc)) from None
-        return {"name": name, "key": json.loads(to_json(key)), "value": json.loads(value)}
+        return {"name": name, "key": json.loads(to_json(key)), "value": json.loads(value)}, timings
 
     @web.middleware
     async def _guarded(self, request: web.Request, handler):
