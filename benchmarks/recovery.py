@@ -2,7 +2,10 @@
 
 The reference job runs with 1 s checkpoints; after a completed checkpoint and ``kill_after`` records one
 worker kills itself (writing the time first). The sink records when each batch arrives; the recovery time
-is from the kill to the first 0.5 s window after it whose rate reaches 90% of ``full_rate``.
+is from the kill to the first 0.5 s window after it whose rate reaches 90% of ``full_rate``. ``parts_ms`` says where
+the time to the first record went, from the driver's and the restarted slots' marks
+(:mod:`runtime.driver.recovery_timeline`): the failure noticed, the grace for further reports, the old stage ended,
+its slots disconnected, the restart decided, and the new attempt's start-up.
 """
 
 from __future__ import annotations
@@ -89,10 +92,13 @@ def run_recovery(spark, records: int, keys: int, parallelism: int, full_rate: fl
             .key_by(lambda x: x).process(KeepPayload(value_bytes) if value_bytes else CountPerKey())
             .map(KillOnce(marker, int(records / parallelism * kill_after_share)))
             .sink_to(ArrivalSink()))
-        result = env.execute("benchmark-recovery")
+        client = env.execute_async("benchmark-recovery")
+        result = client.get_job_execution_result()
         killed_at = float(open(marker).read())
     (arrivals,) = result.sink_results.values()  # the sink's state is not checkpointed: the last attempt's only
     after = [(t, n) for t, n in arrivals if t > killed_at]
+    # the restarted slots' marks came with their final metrics reports, read before the job ended
+    parts = client._run.recovery_phases(killed_at, after[0][0] if after else None)
     if full_rate is None:
         full_rate = _steady_rate(after)
     first = after[0][0] if after else None
@@ -119,6 +125,7 @@ def run_recovery(spark, records: int, keys: int, parallelism: int, full_rate: fl
         "first_record_after_kill_s": round(first - killed_at, 2) if first else None,
         "full_rate_after_kill_s": round(recovered - killed_at, 2) if recovered else None,
         "full_rate": round(full_rate),
+        "parts_ms": {name: None if ms is None else round(ms) for name, ms in (parts or {}).items()},
     }
 
 

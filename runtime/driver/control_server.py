@@ -169,6 +169,11 @@ class ControlServer:
             thread.join(max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in self._acceptor.threads)
 
+    def finished_slots(self) -> frozenset[int]:
+        """Slots that reported finishing (their control connection closes without a :class:`SlotDisconnected`)."""
+        with self._lock:
+            return frozenset(self._finished)
+
     def unresponsive(self, timeout_s: float) -> list[SlotUnresponsive]:
         """Registered slots that have not finished and have said nothing for longer than ``timeout_s``."""
         now = time.monotonic()

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from operators.sinks import CollectSink
 from runtime.checkpoint_config import RestartStrategy
+from runtime.driver import recovery_timeline as recovery
 from runtime.driver.control_server import ControlServer, SlotDisconnected, SlotUnresponsive
 from runtime.driver.coordinator import CheckpointCoordinator, CheckpointRequest
 from runtime.driver.coordinator_loop import CoordinatorLoop
@@ -64,8 +65,8 @@ __all__ = ["JobMaster", "CancelRequested", "CheckpointFailure"]
 
 log = logging.getLogger(__name__)
 
-# After a first failure report, wait this long for others: a peer's "connection lost" can overtake the
-# report of the operator that really failed.
+# After a first failure report, wait up to this long for others: a peer's "connection lost" can overtake the
+# report of the operator that really failed (JobMaster._gather_evidence says when the wait ends sooner).
 FAILURE_GRACE_S = 1.0
 # How long to wait for the Spark stage to end after cancelling it.
 STAGE_STOP_TIMEOUT_S = 60.0
@@ -118,6 +119,8 @@ class JobMaster:
         self.restarts = 0
         self.failure_times: list[float] = []  # monotonic seconds of the failures the restart strategy judged
         self.restored_from: list[int | None] = []
+        # Each failed attempt's handling on the wall clock (runtime.driver.recovery_timeline), oldest first.
+        self.recovery_marks: list[dict[str, float]] = []
         self.unrestorable: set[int] = set()  # checkpoints whose state an executor found corrupt while restoring
         self.queryable_state = QueryableStateRouter(
             {node.uid: chain.parallelism for chain in graph.chains for node in chain.operators}, graph.max_parallelism)
@@ -281,6 +284,19 @@ class JobMaster:
             driver[marks.SUBMITTED] = stage.submitted_at
         return marks.startup_phases(driver, self.metrics.slot_startup(), first_sink_record)
 
+    def recovery_phases(self, failed_at: float | None = None,
+                        first_sink_record: float | None = None) -> dict[str, float | None] | None:
+        """Milliseconds of each phase of the last restart, from the failure (``failed_at`` if the caller knows when
+        it happened, else when the driver noticed it) to the restarted attempt's first record at a sink
+        (:func:`runtime.driver.recovery_timeline.recovery_phases`); None before any failure."""
+        if not self.recovery_marks:
+            return None
+        driver = dict(self.recovery_marks[-1])
+        stage = getattr(self, "stage", None)
+        if stage is not None and stage.submitted_at is not None and recovery.RELAUNCHED in driver:
+            driver[marks.SUBMITTED] = stage.submitted_at
+        return recovery.recovery_phases(driver, self.metrics.slot_startup(), failed_at, first_sink_record)
+
     def wait(self, timeout: float | None = None) -> JobResult:
         if not self._done.wait(timeout):
             raise TimeoutError(f"Job '{self.graph.job_name}' still running after {timeout} s")
@@ -400,6 +416,7 @@ class JobMaster:
                         return self._cancel()
                 try:
                     restore = self._choose_restore()
+                    self._mark_recovery(recovery.RELAUNCHED)
                     break
                 except StorageUnreachableError as exc:  # it may come back: counts as a failed restart
                     outcome = Diagnosis(JobFailedError(
@@ -526,8 +543,14 @@ class JobMaster:
 
     # -- events ---------------------------------------------------------------------------------------
 
+    def _mark_recovery(self, mark: str) -> None:
+        if self.recovery_marks:  # the first time only: a cancel after the restart stops another attempt
+            self.recovery_marks[-1].setdefault(mark, time.time())
+
     def _attempt_failed(self, first) -> Diagnosis:
+        self.recovery_marks.append({recovery.NOTICED: time.time()})
         diagnosis = diagnose(self.graph.job_name, self._gather_evidence(first))
+        self._mark_recovery(recovery.DIAGNOSED)
         # The message only: the traceback follows once, in the restart's line or in the error execute() raises.
         log.error("%s", diagnosis.error.message)
         self._remember_exception(diagnosis.error)
@@ -541,6 +564,8 @@ class JobMaster:
         self.queryable_state.running(self.attempt)
 
     def _checkpoint_failed(self, event: CheckpointFailure) -> Diagnosis:
+        self.recovery_marks.append({recovery.NOTICED: time.time()})
+        self._mark_recovery(recovery.DIAGNOSED)
         log.error("%s", event.error)
         self._remember_exception(event.error)
         self._stop_everything("a checkpoint failure the job does not tolerate")
@@ -566,9 +591,20 @@ class JobMaster:
         return JobCancelledError(f"Job '{self.graph.job_name}' ({self.job_id}) was cancelled")
 
     def _gather_evidence(self, first) -> FailureEvidence:
-        """The first failure event plus whatever else arrives within the grace period."""
+        """The first failure event plus whatever else arrives within the grace period.
+
+        The grace ends early once nothing still on its way could change the diagnosis: when an operator's own error
+        arrived, or when a slot died without a word (SIGKILL, a crash, a lost executor) and every other slot, told
+        to cancel at once, has closed its control connection too. A slot sends its report before it closes that
+        connection, and the connection's thread queues the report before the disconnection, so once every slot's
+        connection has closed, every report is in the queue. A report that could outrank a silent death (an
+        operator's error, a failure that would repeat) comes from a slot that is still connected, or one that has
+        not registered (then not every slot disconnects, and the grace runs out as before). Slots that close after
+        the cancel are no evidence: they did what they were told."""
         evidence = FailureEvidence()
         deadline = time.monotonic() + FAILURE_GRACE_S
+        told_to_cancel: set[int] | None = None  # once the other slots were told to cancel: those gone since
+        every_slot = set(range(self.graph.slots))
         event = first
         while True:
             if isinstance(event, CancelRequested):
@@ -577,12 +613,24 @@ class JobMaster:
                 if isinstance(event, SlotFailed):
                     evidence.reports.append(event)
                 elif isinstance(event, SlotDisconnected):
-                    evidence.disconnected_slots.append(event.slot)
+                    if told_to_cancel is None:
+                        evidence.disconnected_slots.append(event.slot)
+                    else:
+                        told_to_cancel.add(event.slot)
                 elif isinstance(event, SlotUnresponsive):
                     evidence.unresponsive.append(event)
                 elif isinstance(event, StageFailed):
                     evidence.stage_error = event.error
             if evidence.has_operator_error:
+                return evidence
+            if told_to_cancel is None:
+                silent = [slot for slot in evidence.disconnected_slots
+                          if slot not in {report.slot for report in evidence.reports}]
+                if silent:
+                    self.control.cancel(Cancel(self.attempt, f"slot {silent[0]} was lost"))
+                    told_to_cancel = set()
+            if told_to_cancel is not None and every_slot <= (set(evidence.disconnected_slots) | told_to_cancel
+                                                             | self.control.finished_slots()):
                 return evidence
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -602,8 +650,10 @@ class JobMaster:
             self.coordinator.end_attempt(reason)
         if not self.stage.join(STAGE_STOP_TIMEOUT_S):
             log.warning("Spark stage of job %s did not stop within %s s", self.job_id, STAGE_STOP_TIMEOUT_S)
+        self._mark_recovery(recovery.STAGE_ENDED)
         if not self.control.wait_until_all_disconnected(STAGE_STOP_TIMEOUT_S):
             log.warning("Some slots of job %s still hold their control connection", self.job_id)
+        self._mark_recovery(recovery.DISCONNECTED)
         self._remember_slots()
         self.control.close()
 
@@ -636,6 +686,8 @@ class JobMaster:
         self.lifecycle.transition(JobStatus.FINISHED)
         if log.isEnabledFor(logging.DEBUG) and marks.CALLED in self.startup:
             log.debug("Job '%s' start-up (ms): %s", self.graph.job_name, self.startup_phases())
+            if self.recovery_marks:
+                log.debug("Job '%s' last restart (ms): %s", self.graph.job_name, self.recovery_phases())
         log.info("Job '%s' finished in %.1f s: %d checkpoints, %d restarts", self.graph.job_name, runtime_ms / 1000,
                  len(checkpoints), self.restarts)
         return JobResult(self.job_id, self.graph.job_name, runtime_ms, results, collect_sinks,

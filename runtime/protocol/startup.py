@@ -79,15 +79,17 @@ def _task_start(driver: dict[str, float], slots: list[dict[str, float]]) -> floa
 
 
 def startup_phases(driver: dict[str, float], slots: list[dict[str, float]],
-                   first_sink_record: float | None = None) -> dict[str, float | None]:
+                   first_sink_record: float | None = None, origin: str = CALLED,
+                   phases_marked: tuple = PHASES) -> dict[str, float | None]:
     """Milliseconds of each phase of :data:`PHASES` and their ``total``, from the driver's marks and each slot's;
     ``first_sink_record``: the time a sink noted itself, instead of the slots' :data:`FIRST_SINK_RECORD`. A phase
-    whose milestone is missing is None, and the next one counts from the last milestone there was."""
-    if CALLED not in driver:
-        raise ValueError(f"the driver's marks have no {CALLED!r} mark to count from: {sorted(driver)}")
+    whose milestone is missing is None, and the next one counts from the last milestone there was. ``origin`` and
+    ``phases_marked``: another timeline ending the same way, a restart's (:mod:`runtime.driver.recovery_timeline`)."""
+    if origin not in driver:
+        raise ValueError(f"the driver's marks have no {origin!r} mark to count from: {sorted(driver)}")
     phases: dict[str, float | None] = {}
-    reached = driver[CALLED]
-    for name, mark, across in PHASES:
+    reached = driver[origin]
+    for name, mark, across in phases_marked:
         if name == "stage submission":
             at = _task_start(driver, slots)
         elif mark == FIRST_SINK_RECORD and first_sink_record is not None:
@@ -103,5 +105,5 @@ def startup_phases(driver: dict[str, float], slots: list[dict[str, float]],
         at = max(at, reached)
         phases[name] = round((at - reached) * 1000, 3)
         reached = at
-    phases["total"] = round((reached - driver[CALLED]) * 1000, 3)
+    phases["total"] = round((reached - driver[origin]) * 1000, 3)
     return phases

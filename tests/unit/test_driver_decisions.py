@@ -1243,6 +1243,77 @@ def test_a_cancel_while_the_failure_is_diagnosed_is_not_lost():
     assert master._cancel_requested, "the restart loop sees it and cancels instead of restarting"
 
 
+class _ControlOfAnAttempt:
+    """The job master's view of a control server: the cancels it sent, the slots that reported finishing."""
+
+    def __init__(self, finished=()):
+        self.cancels = []
+        self.finished = frozenset(finished)
+
+    def cancel(self, message):
+        self.cancels.append(message)
+
+    def finished_slots(self):
+        return self.finished
+
+
+def _master_of(slots: int):
+    from runtime.checkpoint_config import RestartStrategies
+    from runtime.driver.job import JobMaster
+
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(slots)
+    env.from_sequence(0, 9).sink_to(DiscardingSink())
+    master = JobMaster(env.get_job_graph("job"), None, {}, RestartStrategies.fixed_delay_restart(3, 0))
+    master.control = _ControlOfAnAttempt()
+    return master
+
+
+def test_a_silent_death_cancels_the_others_at_once_and_the_grace_ends_when_every_slot_is_gone():
+    """SIGKILL: nothing the dead slot could say is on its way; once the others closed their connections, every
+    report any slot sent is in the queue, so the restart need not wait out the grace."""
+    from runtime.driver.control_server import SlotDisconnected
+
+    master = _master_of(3)
+    secondary = SlotFailed(0, 1, None, None, 1, "ConnectionError", "data connection from subtask 0 broke: EOF", "tb")
+    for event in (secondary, SlotDisconnected(0, 1), SlotDisconnected(0, 2)):
+        master.events.put(event)
+    later = SlotFailed(0, 2, None, None, 2, "RuntimeError", "after the end", "tb")
+    master.events.put(later)
+    evidence = master._gather_evidence(SlotDisconnected(0, 0))
+    assert [type(c).__name__ for c in master.control.cancels] == ["Cancel"]
+    assert evidence.disconnected_slots == [0], "slots that closed as they were told are no evidence"
+    assert evidence.reports == [secondary]
+    assert master.events.get_nowait() is later, "the grace ended once every slot was gone"
+    assert "slot 0 died without reporting" in str(diagnose("job", evidence).error)
+
+
+def test_a_silent_death_still_waits_for_a_slot_that_holds_its_connection(monkeypatch):
+    """A slot still connected (or one not registered) may yet report a cause that outranks a silent death."""
+    from runtime.driver import job
+    from runtime.driver.control_server import SlotDisconnected
+
+    monkeypatch.setattr(job, "FAILURE_GRACE_S", 0.05)
+    master = _master_of(2)
+    evidence = master._gather_evidence(SlotDisconnected(0, 0))
+    assert evidence.disconnected_slots == [0] and len(master.control.cancels) == 1
+
+    master = _master_of(2)
+    master.control.finished = frozenset({1})  # a slot that reported finishing closes without a disconnection
+    master.events.put(later := SlotFailed(0, 1, None, None, 1, "RuntimeError", "after the end", "tb"))
+    master._gather_evidence(SlotDisconnected(0, 0))
+    assert master.events.get_nowait() is later
+
+
+def test_an_operator_error_after_a_silent_death_outranks_it():
+    from runtime.driver.control_server import SlotDisconnected
+
+    master = _master_of(2)
+    operator = SlotFailed(0, 1, "Map", "map-uid", 1, "ValueError", "bad", "tb")
+    master.events.put(operator)
+    evidence = master._gather_evidence(SlotDisconnected(0, 0))
+    assert "operator 'Map'" in str(diagnose("job", evidence).error)
+
+
 def test_the_same_record_failing_twice_stops_the_restarts_unless_the_user_chose_a_strategy():
     from runtime.driver.failure_diagnosis import Diagnosis, decide_restart
     from runtime.errors import JobFailedError
