@@ -36,7 +36,6 @@ NO_EXAMPLES = {
     "benchmarks.throughput": BENCHMARK,
     "benchmarks.rocksdb": BENCHMARK,
     "benchmarks.table_sinks": BENCHMARK,
-    "benchmarks.queryable_state": BENCHMARK,
     "benchmarks.floor": "benchmark run: measures the parts of a record's cost (python -m benchmarks.floor)",
     "benchmarks.metrics_overhead": BENCHMARK,
     "benchmarks.security": BENCHMARK,
