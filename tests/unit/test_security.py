@@ -20,7 +20,7 @@ from runtime.driver.result import JobStatus
 from runtime.driver.security_settings import resolve_encryption
 from runtime.driver.web.server import MAX_BODY_BYTES, DashboardServer
 from runtime.settings import resolve
-from runtime.errors import AuthenticationError, ConfigurationError, JobControlError, ProtocolError
+from runtime.errors import AuthenticationError, ConfigurationError, JobControlError, ProtocolError, QueryableStateError
 from runtime.network import acceptor as acceptor_module
 from runtime.network.acceptor import Acceptor
 from runtime.network.auth import ANSWER_BYTES, CHALLENGE_BYTES, connect_peer
@@ -299,6 +299,29 @@ def _control_plane(tmp_path, tls=None, dashboard=False, master=None):
     storage = CheckpointStorage(str(tmp_path / "ck"), master.job_name)
     storage.publish_job_control(server.describe_for(master))
     return server, master, storage
+
+
+def test_a_lookup_of_queryable_state_over_https_trusts_the_pinned_certificate_and_keeps_its_connection(tmp_path):
+    from runtime.driver.queryable_state import QueryableStateRouter
+    from runtime.protocol.messages import QueryableStateRegistered, StateAnswer
+    from runtime.tools.queryable_state import QueryableStateClient
+
+    master = _Master()
+    master.queryable_state = router = QueryableStateRouter({"count": 1}, 128)
+    router.attach(0, lambda slot, query: threading.Thread(target=router.on_message, args=(
+        StateAnswer(0, query.request, value_json=json.dumps(query.key * 10)),)).start())
+    router.on_message(QueryableStateRegistered(0, 0, "count", "count", "counts", "value"))
+    server, _, storage = _control_plane(tmp_path, tls_security().tls, master=master)
+    try:
+        client = QueryableStateClient.for_job_directory(storage.job_dir)
+        assert client.base.startswith("https://") and client.context is not None
+        assert [client.get("counts", key) for key in (1, 2)] == [10, 20]
+        assert client._threads.connection.sock.version().startswith("TLS"), "the kept connection is TLS"
+        stranger = QueryableStateClient(f"{server.url}/#/jobs/{master.job_id}", client.token)
+        with pytest.raises(QueryableStateError, match="does not present the certificate this client trusts"):
+            stranger.get("counts", 1)  # no pinned certificate: the job's own, self-signed, is not trusted
+    finally:
+        server.close()
 
 
 def _republished(storage, **changes):
