@@ -172,7 +172,7 @@ def main(argv=None) -> int:
     from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.recovery import run_recovery
     from benchmarks.snapshot import measure_snapshot
-    from benchmarks.spark_baseline import run_jvm_groupby_count, run_python_state_count
+    from benchmarks.spark_baseline import MIN_MEASURED_BATCHES, run_jvm_groupby_count, run_python_state_count
     from benchmarks.startup import print_startup, run_startup
     from benchmarks.throughput import run_chandy_reference_job
     from benchmarks.windows import (
@@ -184,7 +184,10 @@ def main(argv=None) -> int:
     )
     from runtime.datastream import RuntimeExecutionMode
 
-    steadiness = [cpu_steadiness()]
+    # quick: the fewest samples and micro-batches that still exercise every step and check every result
+    steadiness_samples = 2 if args.quick else 8
+    sss_batches = 1 if args.quick else MIN_MEASURED_BATCHES  # Spark's micro-batches measured after the warm-up one
+    steadiness = [cpu_steadiness(steadiness_samples)]
     # Snapshot costs first, on a quiet machine (after Spark, its JVM's teardown descheduled the measurement).
     snapshots = [measure_snapshot(keys) for keys in ((10_000, 100_000) if args.quick else (100_000, 1_000_000))]
     # state of 10 MB .. 1 GB: 1 KiB values
@@ -199,7 +202,7 @@ def main(argv=None) -> int:
     run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism, columnar=True)
     # execute() to the first record at the sink on this warm session, and its parts; SSS's start() to its first output
     startup = run_startup(spark, 2 if args.quick else 7, 20_000 if args.quick else 200_000, args.keys, args.parallelism,
-                          sss_runs=1 if args.quick else None)
+                          sss_runs=1 if args.quick else None, sss_warm_up=not args.quick)
     # (columnar, checkpoints): checkpoints are None, "aligned" or "unaligned" (the record API only)
     runs: dict[tuple[bool, str | None], list] = {(c, k): [] for c in (False, True) for k in (None, "aligned")}
     runs[False, "unaligned"] = []
@@ -216,21 +219,23 @@ def main(argv=None) -> int:
     unaligned_checkpointed = median_run(runs[False, "unaligned"])
     columnar, columnar_checkpointed = median_run(runs[True, None]), median_run(runs[True, "aligned"])
     baseline = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
-                                     seconds=3 if args.quick else 30)
-    python_state = run_python_state_count(spark, args.keys, rows_per_batch=1_000 if args.quick else 20_000,
-                                          seconds=5 if args.quick else 40)
+                                     seconds=1 if args.quick else 30, min_batches=sss_batches)
+    # (quick: 100 rows a batch, a second each where 1,000 took 3.5 s: each key's state goes through the state server)
+    python_state = run_python_state_count(spark, args.keys, rows_per_batch=100 if args.quick else 20_000,
+                                          seconds=1 if args.quick else 40, min_batches=sss_batches)
     # latency at half of each system's measured peak (DESIGN §7); Chandy's at a quarter too, which tells
     # the engine's own latency from queueing when the machine's speed varies during the run
+    # (quick: 1 s runs; the checkpoint a bounded job takes at its end has an alignment too)
     latencies = [
-        run_chandy_latency(spark, chandy["records_per_s"] / 2, 2 if args.quick else 10, args.keys, args.parallelism),
-        run_chandy_latency(spark, chandy["records_per_s"] / 4, 2 if args.quick else 10, args.keys, args.parallelism),
-        run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 3 if args.quick else 20, args.keys),
+        run_chandy_latency(spark, chandy["records_per_s"] / 2, 1 if args.quick else 10, args.keys, args.parallelism),
+        run_chandy_latency(spark, chandy["records_per_s"] / 4, 1 if args.quick else 10, args.keys, args.parallelism),
+        run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 1 if args.quick else 20, args.keys, sss_batches),
     ]
     recovery = run_recovery(spark, 400_000 if args.quick else 8_000_000, args.keys, args.parallelism,
                             full_rate=chandy["records_per_s"], interval_ms=200 if args.quick else 1000)
     # throughput while 1 KiB-per-key state is checkpointed: 10 MB (quick), 100 MB and 1 GB
     # (quick mode's rates come from runs too short to mean anything: assume 500k/s there)
-    dips = [run_checkpoint_dip(spark, keys, 1024, 4 if args.quick else 24,
+    dips = [run_checkpoint_dip(spark, keys, 1024, 3 if args.quick else 24,
                                500_000 if args.quick else checkpointed["records_per_s"], args.parallelism,
                                interval_s=1 if args.quick else 5)
             for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
@@ -244,11 +249,12 @@ def main(argv=None) -> int:
                                                    expected_windows))
     windowed = median_run(window_runs)
     sss_windowed = run_sss_windowed(spark, rows_per_batch=20_000 if args.quick else 500_000,
-                                    seconds=3 if args.quick else 30)
+                                    seconds=1 if args.quick else 30, min_batches=sss_batches)
     window_latencies = [
-        run_chandy_window_latency(spark, (windowed["records_per_s"] or 100_000) / 2, 2 if args.quick else 10,
+        run_chandy_window_latency(spark, (windowed["records_per_s"] or 100_000) / 2, 1.5 if args.quick else 10,
                                   args.parallelism),
-        run_sss_window_latency(spark, (sss_windowed["records_per_s"] or 100_000) / 2, 3 if args.quick else 20),
+        run_sss_window_latency(spark, (sss_windowed["records_per_s"] or 100_000) / 2, 2 if args.quick else 20,
+                               sss_batches),
     ]
     # the same bounded job in batch and in streaming mode, alternated: batch mode is there to be faster
     bounded_records = 200_000 if args.quick else 10_000_000
@@ -261,14 +267,18 @@ def main(argv=None) -> int:
                                                          expected_bounded))
     batch, streaming = (median_run(bounded_runs[m]) for m in (RuntimeExecutionMode.BATCH,
                                                               RuntimeExecutionMode.STREAMING))
-    # checkpoints behind a sink taking 2 ms per record: aligned and unaligned, without and with debloating
-    backpressure = [run_backpressure(spark, 2.0, 1.0 if args.quick else 30, args.parallelism, debloat, unaligned, timeout)
+    # checkpoints behind a sink taking 2 ms per record: aligned and unaligned, without and with debloating (quick:
+    # 0.2 ms, so that a cancelled job's sink, asleep for a batch of 4,096 records, holds its Spark task 0.8 s, not 8:
+    # Spark then kills its Python worker, and the next job waited for new ones past its 1 s window)
+    per_record_ms = 0.2 if args.quick else 2.0
+    backpressure = [run_backpressure(spark, per_record_ms, 1.0 if args.quick else 30, args.parallelism, debloat,
+                                     unaligned, timeout)
                     for unaligned, debloat, timeout in ((False, False, 0), (False, True, 0), (True, False, 0),
                                                         (True, True, 0), (True, True, 300))]
     savepoints = [run_savepoint(spark, keys, 1024, args.parallelism)
                   for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
     spark.stop()
-    steadiness.append(cpu_steadiness())
+    steadiness.append(cpu_steadiness(steadiness_samples))
 
     report = {"benchmark": "throughput", "quick": args.quick, "machine": describe_machine(),
               "cpu_steadiness": {"before": steadiness[0], "after": steadiness[1],

@@ -16,7 +16,7 @@ import random
 import tempfile
 import time
 
-from benchmarks.spark_baseline import run_for
+from benchmarks.spark_baseline import MIN_MEASURED_BATCHES, run_for
 from operators import KeyedProcessFunction, Sink, SinkWriter, ValueStateDescriptor
 from operators.sources import SequenceSource
 from runtime import StreamExecutionEnvironment
@@ -91,7 +91,9 @@ def run_chandy_latency(spark, records_per_second: float, seconds: float, keys: i
             "max_alignment_ms": max(alignments, default=None)}
 
 
-def run_sss_latency(spark, records_per_second: float, seconds: float, keys: int) -> dict:
+def run_sss_latency(spark, records_per_second: float, seconds: float, keys: int,
+                    min_batches: int = MIN_MEASURED_BATCHES) -> dict:
+    """``min_batches``: micro-batches with rows after the first, at the least (see :func:`run_for`)."""
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.shuffle.partitions", "2")
@@ -100,7 +102,7 @@ def run_sss_latency(spark, records_per_second: float, seconds: float, keys: int)
             .option("numPartitions", 2).load()
         query = (stream.select((F.col("value") % keys).alias("k")).groupBy("k").count()
                  .writeStream.outputMode("update").format("noop").option("checkpointLocation", checkpoint).start())
-        progress = run_for(query, seconds)
+        progress = run_for(query, seconds, min_batches)
     rng = random.Random(0)
     samples: list[float] = []
     previous_start = None

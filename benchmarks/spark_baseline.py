@@ -11,24 +11,25 @@ from __future__ import annotations
 import tempfile
 import time
 
-MIN_MEASURED_BATCHES = 2  # after the warm-up batch: a rate needs at least this many
+MIN_MEASURED_BATCHES = 2  # after the warm-up batch: a rate needs at least this many (quick runs ask for 1)
 PATIENCE = 10  # a busy machine may take this many times the planned duration to get there
+MIN_PATIENCE_S = 60.0  # and at least this long: a session's first query with Python state takes over 10 s
 
 
 def _batches_with_input(query) -> int:
     return sum(1 for p in query.recentProgress if p.get("numInputRows"))
 
 
-def run_for(query, seconds: float) -> list:
+def run_for(query, seconds: float, min_batches: int = MIN_MEASURED_BATCHES) -> list:
     """Let a started query run ``seconds`` (longer if it has not yet completed a warm-up batch and
-    ``MIN_MEASURED_BATCHES`` more, so that a busy machine still yields a rate), stop it, and return every
-    progress report."""
+    ``min_batches`` more, so that a busy machine still yields a rate: up to ``PATIENCE`` times ``seconds``, and at
+    least ``MIN_PATIENCE_S``), stop it, and return every progress report."""
     try:
         started = time.monotonic()
+        patience = max(seconds * PATIENCE, MIN_PATIENCE_S)
         while query.isActive:
             elapsed = time.monotonic() - started
-            if elapsed >= seconds * PATIENCE or (
-                    elapsed >= seconds and _batches_with_input(query) > MIN_MEASURED_BATCHES):
+            if elapsed >= patience or (elapsed >= seconds and _batches_with_input(query) > min_batches):
                 break
             time.sleep(0.25)
     finally:
@@ -78,7 +79,9 @@ def _result(variant: str, progress: list, updates: dict, keys: int) -> dict:
     return {**rate, "exact": rate["measured"] and _counts_are_exact(updates, progress, keys)}
 
 
-def run_jvm_groupby_count(spark, keys: int, rows_per_batch: int, seconds: float) -> dict:
+def run_jvm_groupby_count(spark, keys: int, rows_per_batch: int, seconds: float,
+                          min_batches: int = MIN_MEASURED_BATCHES) -> dict:
+    """``min_batches``: micro-batches to measure after the warm-up one, at the least (see :func:`run_for`)."""
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.shuffle.partitions", "2")
@@ -89,7 +92,7 @@ def run_jvm_groupby_count(spark, keys: int, rows_per_batch: int, seconds: float)
         query = (stream.select((F.col("value") % keys).alias("k")).groupBy("k").count()
                  .writeStream.outputMode("update").foreachBatch(_gatherer(updates))
                  .option("checkpointLocation", checkpoint).start())
-        progress = run_for(query, seconds)
+        progress = run_for(query, seconds, min_batches)
     return _result("spark-sss-jvm-groupby-count", progress, updates, keys)
 
 
@@ -117,8 +120,10 @@ def _python_state_processor():
     return CountPerKey()
 
 
-def run_python_state_count(spark, keys: int, rows_per_batch: int, seconds: float) -> dict:
-    """Structured Streaming with Python state: transformWithStateInPandas on the RocksDB state store.
+def run_python_state_count(spark, keys: int, rows_per_batch: int, seconds: float,
+                           min_batches: int = MIN_MEASURED_BATCHES) -> dict:
+    """Structured Streaming with Python state: transformWithStateInPandas on the RocksDB state store
+    (``min_batches`` as in :func:`run_jvm_groupby_count`).
 
     Final counts are gathered per micro-batch (a small collect) and checked against the reference for the
     rows processed: the rate source's values are consecutive, so the expected counts are known.
@@ -137,5 +142,5 @@ def run_python_state_count(spark, keys: int, rows_per_batch: int, seconds: float
                     outputMode="Update", timeMode="None")
                  .writeStream.outputMode("update").foreachBatch(_gatherer(updates))
                  .option("checkpointLocation", checkpoint).start())
-        progress = run_for(query, seconds)
+        progress = run_for(query, seconds, min_batches)
     return _result("spark-sss-python-state-rocksdb", progress, updates, keys)

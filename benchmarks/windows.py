@@ -20,7 +20,7 @@ import tempfile
 import time
 
 from benchmarks.latency import percentiles
-from benchmarks.spark_baseline import _rate, run_for
+from benchmarks.spark_baseline import MIN_MEASURED_BATCHES, _rate, run_for
 from operators import AggregateFunction, Sink, SinkWriter, TumblingEventTimeWindows, WindowFunction
 from operators.sources import SequenceSource
 from runtime import Duration, StreamExecutionEnvironment, WatermarkStrategy
@@ -127,7 +127,8 @@ def run_chandy_windowed(spark, records: int, parallelism: int, checkpoint_dir: s
             "records_per_s": round(records / elapsed), "checkpoints": len(result.checkpoints)}
 
 
-def run_sss_windowed(spark, rows_per_batch: int, seconds: float) -> dict:
+def run_sss_windowed(spark, rows_per_batch: int, seconds: float, min_batches: int = MIN_MEASURED_BATCHES) -> dict:
+    """``min_batches``: micro-batches to measure after the warm-up one, at the least (see :func:`run_for`)."""
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.shuffle.partitions", "2")
@@ -146,7 +147,7 @@ def run_sss_windowed(spark, rows_per_batch: int, seconds: float) -> dict:
                   .select(F.col("window.start").cast("long").alias("start"), "k", "count"))
         query = (counts.writeStream.outputMode("append").foreachBatch(gather)
                  .option("checkpointLocation", checkpoint).start())
-        progress = run_for(query, seconds)
+        progress = run_for(query, seconds, min_batches)
     rate = _rate("spark-sss-jvm-window-count", progress)
     # Every closed window holds all rows of its 10 s of event time: 10,000 ms x 1,000 rows. (A short run may close
     # none: then nothing was wrong, and closed_windows says how much was checked.)
@@ -175,7 +176,8 @@ def run_chandy_window_latency(spark, rate: float, seconds: float, parallelism: i
             "samples": len(samples), **percentiles(samples)}
 
 
-def run_sss_window_latency(spark, rate: float, seconds: float) -> dict:
+def run_sss_window_latency(spark, rate: float, seconds: float, min_batches: int = MIN_MEASURED_BATCHES) -> dict:
+    """``min_batches``: micro-batches with rows after the first, at the least (see :func:`run_for`)."""
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.shuffle.partitions", "2")
@@ -193,6 +195,6 @@ def run_sss_window_latency(spark, rate: float, seconds: float) -> dict:
                   .select((F.col("window.end").cast("double") * 1000).alias("end"), "k", "count"))
         query = (counts.writeStream.outputMode("append").foreachBatch(gather)
                  .option("checkpointLocation", checkpoint).start())
-        run_for(query, seconds)
+        run_for(query, seconds, min_batches)
     return {"variant": "spark-sss-window-1s-watermark-0s", "rate": round(rate), "measured": bool(samples),
             "samples": len(samples), **percentiles(sorted(samples))}
