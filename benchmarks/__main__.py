@@ -27,6 +27,8 @@ def start_spark(slots: int, conf: dict | None = None):
 
     builder = (SparkSession.builder.master(f"local[{slots}]").appName("chandy-benchmarks")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               # as on the sessions Chandy creates itself: workers forked after a failure start with Chandy loaded
+               .config("spark.python.daemon.module", "runtime.executor.worker_daemon")
                .config("spark.sql.streaming.numRecentProgressUpdates", "100000"))  # every batch, for exactness
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
