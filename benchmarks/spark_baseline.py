@@ -8,6 +8,7 @@ the driver (a collect of at most ``keys`` rows), so their final counts are check
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 
@@ -23,7 +24,9 @@ def _batches_with_input(query) -> int:
 def run_for(query, seconds: float, min_batches: int = MIN_MEASURED_BATCHES) -> list:
     """Let a started query run ``seconds`` (longer if it has not yet completed a warm-up batch and
     ``min_batches`` more, so that a busy machine still yields a rate: up to ``PATIENCE`` times ``seconds``, and at
-    least ``MIN_PATIENCE_S``), stop it, and return every progress report."""
+    least ``MIN_PATIENCE_S``), stop it, and return every progress report. A query that failed meanwhile measured
+    nothing: it says why on stderr and returns no report (its batches before the failure are not a result)."""
+    failure = None
     try:
         started = time.monotonic()
         patience = max(seconds * PATIENCE, MIN_PATIENCE_S)
@@ -32,8 +35,15 @@ def run_for(query, seconds: float, min_batches: int = MIN_MEASURED_BATCHES) -> l
             if elapsed >= patience or (elapsed >= seconds and _batches_with_input(query) > min_batches):
                 break
             time.sleep(0.25)
+        if not query.isActive:
+            failure = query.exception()
     finally:
         query.stop()
+    if failure is not None:
+        first_line = (str(failure).strip().splitlines() or [type(failure).__name__])[0]
+        print(f"the Spark Structured Streaming query failed, so it measured nothing: {first_line[:300]}",
+              file=sys.stderr)
+        return []
     return list(query.recentProgress)
 
 

@@ -96,3 +96,29 @@ def test_an_unmeasured_spark_baseline_does_not_fail_the_run_but_an_unmeasured_ch
     assert results_ok([run(1000), spark]) is True
     assert results_ok([run(1000), run(None)]) is False  # Chandy's own variants must measure
     assert results_ok([run(1000, exact=False), spark]) is False
+
+
+class _FailedQuery:
+    """A streaming query whose stream thread died after two batches (as one did with a StackOverflowError)."""
+
+    isActive = False
+    recentProgress = [batch(0, 20_000), batch(1, 20_000), batch(2, 20_000)]
+
+    def __init__(self):
+        self.stopped = False
+
+    def exception(self):
+        return RuntimeError("java.lang.StackOverflowError\n\tat java.util.regex.Pattern$Loop.match")
+
+    def stop(self):
+        self.stopped = True
+
+
+def test_a_baseline_whose_query_failed_measured_nothing_and_says_why(capsys):
+    from benchmarks.spark_baseline import run_for
+
+    query = _FailedQuery()
+    progress = run_for(query, seconds=1)
+    assert progress == [] and query.stopped
+    assert _rate("spark-sss-jvm-window-count", progress)["measured"] is False
+    assert "query failed, so it measured nothing: java.lang.StackOverflowError" in capsys.readouterr().err
