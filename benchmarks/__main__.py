@@ -273,8 +273,11 @@ def main(argv=None) -> int:
     # 0.2 ms, so that a cancelled job's sink, asleep for a batch of 4,096 records, holds its Spark task 0.8 s, not 8:
     # Spark then kills its Python worker, and the next job waited for new ones past its 1 s window)
     per_record_ms = 0.2 if args.quick else 2.0
+    # quick: checkpoints every 200 ms, and each variant's window lasts until one has completed, so that what the
+    # report says of checkpoints under backpressure is about some
     backpressure = [run_backpressure(spark, per_record_ms, 1.0 if args.quick else 30, args.parallelism, debloat,
-                                     unaligned, timeout)
+                                     unaligned, timeout, interval_ms=200 if args.quick else 1000,
+                                     min_checkpoints=1 if args.quick else 0)
                     for unaligned, debloat, timeout in ((False, False, 0), (False, True, 0), (True, False, 0),
                                                         (True, True, 0), (True, True, 300))]
     savepoints = [run_savepoint(spark, keys, 1024, args.parallelism)

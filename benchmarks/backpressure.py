@@ -58,11 +58,17 @@ def _summary(values: list[float]) -> tuple[float | None, float | None]:
     return (round(statistics.median(values), 1), round(max(values), 1)) if values else (None, None)
 
 
+CHECKPOINT_PATIENCE_S = 60.0
+
+
 def run_backpressure(spark, per_record_ms: float, seconds: float, parallelism: int, debloat: bool,
-                     unaligned: bool = False, aligned_timeout_ms: int = 0) -> dict:
-    """One variant: ``unaligned`` checkpoints (from the start, or after ``aligned_timeout_ms``), ``debloat``."""
+                     unaligned: bool = False, aligned_timeout_ms: int = 0, interval_ms: int = 1000,
+                     min_checkpoints: int = 0) -> dict:
+    """One variant: ``unaligned`` checkpoints (from the start, or after ``aligned_timeout_ms``), ``debloat``,
+    checkpoints every ``interval_ms``. The window lasts ``seconds``, and longer until ``min_checkpoints`` have
+    completed (up to ``CHECKPOINT_PATIENCE_S`` more): a short window on a busy machine may end before the first."""
     env = StreamExecutionEnvironment.get_execution_environment(spark).set_parallelism(parallelism)
-    env.enable_checkpointing(1000)
+    env.enable_checkpointing(interval_ms)
     env._debloat_target_ms = None if debloat else 0
     with tempfile.TemporaryDirectory(prefix="chandy-bench-backpressure-") as checkpoints:
         config = env.get_checkpoint_config().set_checkpoint_storage(checkpoints)
@@ -75,6 +81,9 @@ def run_backpressure(spark, per_record_ms: float, seconds: float, parallelism: i
                                    f"{'debloat' if debloat else 'plain'}-{aligned_timeout_ms}")
         time.sleep(seconds)
         coordinator = client._run.coordinator
+        patience = time.monotonic() + CHECKPOINT_PATIENCE_S
+        while len(coordinator.checkpoint_stats()) < min_checkpoints and time.monotonic() < patience:
+            time.sleep(0.05)
         stats = coordinator.checkpoint_stats()
         triggered = coordinator.next_id - coordinator.first_id - (1 if coordinator.pending else 0)
         client.cancel()
