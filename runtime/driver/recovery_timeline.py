@@ -1,4 +1,4 @@
-"""A restart's timeline: from a failure to the first record at a sink again, in phases (what benchmarks.recovery reports).
+"""A restart's timeline: from a failure to the first record at a sink again, in phases (benchmarks.recovery's).
 
 The job master marks each step of handling a failed attempt on the wall clock (``time.time()``, comparable with the
 slots' marks on one machine); the restarted attempt's slots then mark their start-up as any attempt's do
