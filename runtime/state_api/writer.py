@@ -292,7 +292,7 @@ def _subtask_count(draft: _Operator) -> int:
 
 def _routed(name: str, pairs: Iterable, max_parallelism: int, parallelism: int):
     """``(subtask, (name, key, entry))`` for each ``(key, entry)``: the subtask the runtime routes the key to, by
-    its key group (the runtime's stable hash, never Python's ``hash()``). The driver and the executors route
+    its key group (the runtime's stable hash, never Python's built-in ``hash``). The driver and the executors route
     with this one function."""
     for key, entry in pairs:
         key = canonical_key(key)
