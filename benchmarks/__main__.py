@@ -169,7 +169,7 @@ def main(argv=None) -> int:
 
     from benchmarks.backpressure import run_backpressure, run_savepoint
     from benchmarks.batch import expected_counts, run_bounded_reduce
-    from benchmarks.checkpoint_dip import run_checkpoint_dip
+    from benchmarks.checkpoint_dip import describe as describe_dip, run_checkpoint_dip
     from benchmarks.latency import run_chandy_latency, run_sss_latency
     from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.recovery import run_recovery
@@ -317,10 +317,7 @@ def main(argv=None) -> int:
           f"columnar {percent(columnar_overhead)} ({columnar_checkpointed['checkpoints']} checkpoints); unaligned "
           f"checkpoints vs aligned {percent(unaligned_overhead)}")
     for row in dips:
-        print(f"throughput with {row['state_bytes']:>13,} bytes of state checkpointed every {row['interval_s']} s: "
-              f"{row['rate_between_checkpoints'] or 0:,.0f}/s between, {row['rate_during_checkpoints'] or 0:,.0f}/s "
-              f"during (dip {row['dip'] or 0:.1%}, worst 100 ms {row['worst_bucket_during'] or 0:,.0f}/s; longest "
-              f"checkpoint {row['max_duration_ms'] or 0:,.0f} ms)")
+        print(describe_dip(row))
     for row in snapshots:
         print(f"heap snapshot of {row['keys']:>9,} keys x {row['value_bytes'] or 8:>4} B: sync {row['sync_ms']:>7.3f} ms "
               f"(median {row['sync_median_ms']:.3f}), "

@@ -5,11 +5,21 @@ updates its key's entry for every record; exactly-once checkpoints run every ``i
 a checkpoint takes, as a user would set it, else the job is checkpointing all the time). The sink counts records
 per 100 ms; buckets overlapping a checkpoint (trigger to completion, from the job's checkpoint statistics)
 are compared with the others. The dip is ``1 - rate during checkpoints / rate between them``.
+
+A dip depends on how long a checkpoint lasts as much as on what it costs (the same work spread over twice the time
+halves it), so the row also gives the share of the job's capacity that checkpoints took over the run
+(``lost_share``), beside what they would take if they cost the job only what one costs alone
+(:func:`measure_checkpoint_cost`: pickling and writing a subtask's state in this process, nothing competing).
+
+    python -m benchmarks.checkpoint_dip [--keys 1000000] [--seconds 24] [--interval 5] [--repeats 1]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -107,6 +117,7 @@ def run_checkpoint_dip(spark, keys: int, value_bytes: int, seconds: float, rate_
     during, between = split_by_checkpoints(steady, windows)
     rate_between = statistics.median(between) if between else None
     rate_during = statistics.mean(during) if during else None
+    cost = measure_checkpoint_cost(keys, value_bytes, parallelism, interval_s)
     return {
         "state_backend": repr(state_backend or env.get_state_backend()),
         "keys": keys,
@@ -125,6 +136,87 @@ def run_checkpoint_dip(spark, keys: int, value_bytes: int, seconds: float, rate_
         "dip": round(1 - rate_during / rate_between, 4) if rate_during and rate_between else None,
         "buckets_during": len(during),
         "buckets_between": len(between),
+        # what checkpoints cost the job, to compare with what they cost alone (dip_floor)
+        "lost_share": lost_share(during, between, rate_between),
+        **cost,
+    }
+
+
+def lost_share(during: list[float], between: list[float], rate_between: float | None) -> float | None:
+    """The share of the job's capacity that checkpoints took over the steady part of the run: the records not
+    processed in the buckets during checkpoints (below the rate between them), against what the whole part would
+    have processed at the rate between. A checkpoint that costs the job only its own CPU, spread over the whole
+    interval, takes ``dip_floor`` of :func:`measure_checkpoint_cost`.
+
+    >>> lost_share([50.0, 100.0], [100.0, 100.0], 100.0)   # half a bucket lost out of four
+    0.125
+    """
+    if not during or not rate_between:
+        return None
+    missing = sum(rate_between - rate for rate in during)
+    return round(missing / (rate_between * (len(during) + len(between))), 4)
+
+
+def measure_checkpoint_cost(keys: int, value_bytes: int, parallelism: int, interval_s: float,
+                            cores: int | None = None) -> dict:
+    """What checkpointing one subtask's share of the dip job's state costs in CPU, measured alone in this process
+    (no Spark, nothing competing), and the dip that cost sets at the least.
+
+    A heap backend holds subtask 0's keys of ``0..keys-1`` with the job's entries, updated in a random order as
+    the job updates them (so that the entries lie in memory as they do in the job); the engine's own code pickles
+    them and writes its state file to a local directory. The second of two checkpoints is timed, the first deleted
+    before it as retention does (a fresh file's first pages cost more). Beside it: one copy of the same number of
+    bytes (a bound of the machine: a checkpoint reads its state and writes it at least once). The floors are the
+    dips if every subtask's checkpoint cost only that and were spread over the whole interval, on a job that keeps
+    all ``cores`` busy: ``parallelism x cost / (cores x interval)``. Keep ``keys`` small in a doctest:
+
+    >>> row = measure_checkpoint_cost(2_000, 64, parallelism=2, interval_s=5, cores=2)
+    >>> row["subtask_keys"] > 500, row["pickle_core_s"] > 0, 0 < row["dip_floor"] < 1
+    (True, True, True)
+    """
+    from runtime.keys.key_groups import assign_to_key_group, key_group_range
+    from state_backends.descriptors import ValueStateDescriptor
+    from state_backends.heap import HeapKeyedStateBackend
+    from state_backends.storage import CheckpointStorage
+
+    owned = key_group_range(128, parallelism, 0)
+    backend = HeapKeyedStateBackend(128, owned)
+    state = backend.get_state(ValueStateDescriptor("payload"))
+    mine = [key for key in range(keys) if assign_to_key_group(key, 128) in owned]
+    for key in mine:
+        backend.set_current_key(key)
+        state.update((1, os.urandom(value_bytes)))
+    shuffled = random.Random(7)
+    for _ in range(len(mine) * 3 // 2):
+        backend.set_current_key(shuffled.choice(mine))
+        count, payload = state.value()
+        state.update((count + 1, payload))
+    with tempfile.TemporaryDirectory(prefix="chandy-bench-checkpoint-cost-") as directory:
+        storage = CheckpointStorage(directory, "cost")
+        for checkpoint_id in (1, 2):
+            if checkpoint_id == 2:
+                storage.delete_checkpoint(1)
+            started = time.process_time()
+            pickled = list(backend.snapshot().serialized())
+            pickling = time.process_time() - started
+            handle = storage.write_state_file(checkpoint_id, "payload", 0, pickled)
+            total = time.process_time() - started
+    del pickled
+    source, target = bytearray(b"x" * handle.size), bytearray(handle.size)
+    for _ in range(2):  # the second copy, into pages the first one has already faulted in
+        started = time.process_time()
+        target[:] = source
+        copying = time.process_time() - started
+    del source, target
+    cores = cores or os.cpu_count() or 1
+    return {
+        "subtask_keys": len(mine),
+        "subtask_state_bytes": handle.size,
+        "pickle_core_s": round(pickling, 6),
+        "write_core_s": round(total - pickling, 6),
+        "copy_core_s": round(copying, 6),
+        "dip_floor": round(parallelism * total / (cores * interval_s), 4),
+        "dip_floor_of_one_copy": round(parallelism * copying / (cores * interval_s), 4),
     }
 
 
@@ -135,3 +227,46 @@ def _time_when_total_reached(buckets: dict[int, int], total: int) -> float:
         if seen >= total:
             return (bucket + 1) * BUCKET_S
     return float("inf")
+
+
+def describe(row: dict) -> str:
+    """One line for a dip row of :func:`run_checkpoint_dip`."""
+    return (f"throughput with {row['state_bytes']:>13,} bytes of state checkpointed every {row['interval_s']} s: "
+            f"{row['rate_between_checkpoints'] or 0:,.0f}/s between, {row['rate_during_checkpoints'] or 0:,.0f}/s "
+            f"during (dip {row['dip'] or 0:.1%}, worst 100 ms {row['worst_bucket_during'] or 0:,.0f}/s; longest "
+            f"checkpoint {row['max_duration_ms'] or 0:,.0f} ms); checkpoints took {row['lost_share'] or 0:.1%} of the "
+            f"job's capacity, and would take {row['dip_floor']:.1%} if they cost the job only what one costs alone "
+            f"({row['pickle_core_s'] + row['write_core_s']:.2f} core-s a subtask: pickling {row['pickle_core_s']:.2f}, "
+            f"writing {row['write_core_s']:.2f})")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.checkpoint_dip", description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--value-bytes", type=int, default=1024)
+    parser.add_argument("--seconds", type=float, default=24)
+    parser.add_argument("--rate-guess", type=float, default=500_000, help="records/s, to size the job")
+    parser.add_argument("--interval", type=float, default=5, help="seconds between checkpoints")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--parallelism", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    from benchmarks.__main__ import start_spark
+    from benchmarks.machine import cpu_steadiness
+
+    spark = start_spark(args.parallelism)
+    try:
+        for _ in range(args.repeats):
+            before = cpu_steadiness(4)
+            row = run_checkpoint_dip(spark, args.keys, args.value_bytes, args.seconds, args.rate_guess,
+                                     args.parallelism, args.interval)
+            row["steadiness_before"], row["steadiness_after"] = before, cpu_steadiness(4)
+            print(describe(row), flush=True)
+            print(json.dumps(row), flush=True)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

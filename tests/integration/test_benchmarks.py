@@ -58,6 +58,8 @@ def test_quick_benchmark_runs_and_every_measured_variant_is_exact(tmp_path):
     (dip,) = report["checkpoint_dip"]
     assert dip["checkpoints"] >= 1 and dip["state_bytes"] > 10_000 * 1024
     assert dip["buckets_during"] > 0 and dip["buckets_between"] > 0
+    assert dip["pickle_core_s"] > 0 and dip["write_core_s"] > 0 and 0 < dip["dip_floor"] < 1
+    assert isinstance(dip["lost_share"], float), "what checkpoints took of the job's capacity is measured"
     assert "vs SSS JVM" in out.stdout
     plain, debloated, unaligned, both, switching = report["backpressure"]
     assert switching["variant"] == "aligned, unaligned after 300 ms, buffer debloating (1 s)"
