@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-import pyarrow.compute as pc
+import pyarrow as pa
 
 from runtime.errors import FunctionContractError, KeySelectorError, UnsupportedKeyError
 from runtime.graph.job_graph import ChainEdge
@@ -353,7 +353,7 @@ class ColumnarEdgeWriter(_ChannelSet):
             if self.kind == "hash" and n > 1:
                 subtasks = column_subtasks(batch.column(self.key_column), self.max_parallelism, self.parallelism)
                 for i in range(n):
-                    part = batch.filter(pc.equal(subtasks, i))
+                    part = batch.filter(pa.array(subtasks == i))
                     if part.num_rows:
                         self._add(i, part)
             elif self.kind == "forward" or n == 1:

@@ -39,7 +39,7 @@ def test_int64_column_key_groups_equal_the_record_paths(values, max_parallelism)
        st.integers(min_value=1, max_value=64))
 def test_int32_column_subtasks_equal_the_record_paths(values, parallelism):
     max_p = 128 if parallelism <= 64 else 256
-    subtasks = column_subtasks(pa.array(values, pa.int32()), max_p, parallelism).to_pylist()
+    subtasks = column_subtasks(pa.array(values, pa.int32()), max_p, parallelism).tolist()
     assert subtasks == [subtask_for_key(v, max_p, parallelism) for v in values]
 
 
