@@ -7,6 +7,10 @@ benchmarks'. A replayed record after a restart repeats a count it saw already, s
 >>> records, latest, first, last = FinalCountSink().merge_results([writer.result()])
 >>> records, latest, first <= last
 (3, {'a': 2, 'b': 1}, True)
+>>> columnar = FinalCountSink(columnar=True).create_writer(0, 1)
+>>> columnar.write_batch([pa.RecordBatch.from_pydict({"key": ["a", "b", "a"], "count": [1, 1, 2]})])
+>>> FinalCountSink().merge_results([columnar.result()])[:2]
+(3, {'a': 2, 'b': 1})
 """
 
 from __future__ import annotations
@@ -43,20 +47,43 @@ class _Writer(SinkWriter):
 
 
 class _ColumnarWriter(_Writer):
-    """Batches of (key, count): each batch's highest count per key, by Arrow's group-by."""
+    """Batches of (key, count): the highest count per key, by Arrow's group-by over at least ``REDUCE_ROWS``
+    rows at a time (a group-by costs ~0.3 ms before its first row: once per batch of a few thousand rows it was a
+    quarter of the columnar reference job's time)."""
+
+    REDUCE_ROWS = 65_536
+
+    def __init__(self):
+        super().__init__()
+        self._pending: list = []
+        self._pending_rows = 0
 
     def write_batch(self, batches: list) -> None:
-        self.records += sum(b.num_rows for b in batches)
+        rows = sum(b.num_rows for b in batches)
+        self.records += rows
         now = time.time()
         if self.first is None:
             self.first = now
         self.last = now
+        self._pending.extend(batches)
+        self._pending_rows += rows
+        if self._pending_rows >= self.REDUCE_ROWS:
+            self._reduce()
+
+    def _reduce(self) -> None:
+        batches, self._pending, self._pending_rows = self._pending, [], 0
+        if not batches:
+            return
         key, count = batches[0].schema.names
         table = pa.Table.from_batches(batches).group_by(key).aggregate([(count, "max")])
         latest = self.latest
         for k, n in zip(table.column(key).to_pylist(), table.column(f"{count}_max").to_pylist()):
             if n > latest.get(k, 0):
                 latest[k] = n
+
+    def result(self):
+        self._reduce()
+        return super().result()
 
 
 class FinalCountSink(Sink):
