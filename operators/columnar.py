@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -211,5 +212,9 @@ class KeyedRunningAggregateOperator(OneInputOperator):
         last_of_run = pa.concat_arrays([pc.subtract(starts.slice(1), 1).cast(pa.int64()),
                                         pa.array([n - 1], pa.int64())])
         self.backend.put_many(self.state_name, distinct, running.take(last_of_run).to_pylist())
-        in_input_order = running.take(pc.sort_indices(order))
+        # back to input order: the inverse permutation of ``order``, by one scatter (sorting ``order`` again took
+        # ~60% of this method on a 35,000-row batch)
+        to_input = np.empty(n, np.int64)
+        to_input[order.to_numpy()] = np.arange(n)
+        in_input_order = running.take(pa.array(to_input))
         return pa.RecordBatch.from_arrays([keys, in_input_order], schema=self.schema)
