@@ -40,6 +40,24 @@ def test_a_slow_subtask_gets_small_batches_and_a_fast_one_full_ones():
     assert gate.batch_limit == 4096
 
 
+def test_the_first_measurement_ends_the_small_batches_within_tens_of_milliseconds():
+    """Small first batches hold a fast subtask back: they last one short window, not a full one."""
+    clock = Clock()
+    gate = InputGate([(0, 0), (0, 1)], capacity=8, debloat_target_s=1.0, max_batch=4096, clock=clock)
+    gate.put(0, list(range(32)))
+    for _ in range(12):  # 32 records every 5 ms (6,400 records/s), with more waiting each time
+        gate.put(0, list(range(32)))
+        gate.poll(0)
+        clock.now += 0.005
+    assert clock.now <= 0.06 and gate.batch_limit == 6400 // (2 * max(CREDITS, 8)), gate.batch_limit
+    limit = gate.batch_limit
+    for _ in range(10):  # the same rate for 50 ms more: within the next (full) window, the limit holds
+        gate.put(0, list(range(32)))
+        gate.poll(0)
+        clock.now += 0.005
+    assert gate.batch_limit == limit
+
+
 def test_a_subtask_that_keeps_up_sets_no_limit():
     clock = Clock()
     gate = InputGate([(0, 0)], capacity=8, debloat_target_s=1.0, max_batch=4096, clock=clock)
