@@ -252,15 +252,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from benchmarks.__main__ import start_spark
-    from benchmarks.machine import cpu_steadiness
+    from benchmarks.machine import steadied
 
     spark = start_spark(args.parallelism)
     try:
         for _ in range(args.repeats):
-            before = cpu_steadiness(4)
-            row = run_checkpoint_dip(spark, args.keys, args.value_bytes, args.seconds, args.rate_guess,
-                                     args.parallelism, args.interval)
-            row["steadiness_before"], row["steadiness_after"] = before, cpu_steadiness(4)
+            row = steadied(lambda: run_checkpoint_dip(spark, args.keys, args.value_bytes, args.seconds,
+                                                      args.rate_guess, args.parallelism, args.interval))
             print(describe(row), flush=True)
             print(json.dumps(row), flush=True)
     finally:

@@ -47,6 +47,19 @@ def cpu_steadiness(samples: int = 8) -> dict:
     return {"loop_ms_min": round(min(times), 1), "loop_ms_max": round(max(times), 1)}
 
 
+def steadied(run) -> dict:
+    """``run()``'s row of results, with the machine's steadiness just before and just after it
+    (``steadiness_before``, ``steadiness_after``: :func:`cpu_steadiness` of 4 samples).
+
+    >>> sorted(steadied(lambda: {"rate": 1}))
+    ['rate', 'steadiness_after', 'steadiness_before']
+    """
+    before = cpu_steadiness(4)
+    row = run()
+    row["steadiness_before"], row["steadiness_after"] = before, cpu_steadiness(4)
+    return row
+
+
 def job_cpu_seconds() -> float:
     """CPU seconds used so far by this process (the driver) and every PySpark Python worker and daemon on the
     machine, with their children that ended (a daemon reaps the workers it forked)."""

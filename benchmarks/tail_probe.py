@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     import json
 
     from benchmarks.__main__ import start_spark
-    from benchmarks.machine import cpu_steadiness
+    from benchmarks.machine import steadied
 
     spark = start_spark(args.parallelism)
     for pair in args.conf:
@@ -121,10 +121,7 @@ def main(argv=None) -> int:
     try:
         run_probe(spark, 10_000, 1, args.keys, args.parallelism)  # warm-up
         for _ in range(args.repeats):
-            before = cpu_steadiness(4)
-            row = run_probe(spark, args.rate, args.seconds, args.keys, args.parallelism)
-            row["steadiness_before"] = before
-            row["steadiness_after"] = cpu_steadiness(4)
+            row = steadied(lambda: run_probe(spark, args.rate, args.seconds, args.keys, args.parallelism))
             print(json.dumps(row), flush=True)
     finally:
         spark.stop()
