@@ -298,8 +298,8 @@ class InputGate:
     DEBLOAT_WINDOW_S = 0.2
     # The first window is short: until it ends, producers send FIRST_DEBLOATED_BATCH records a batch, which a fast
     # subtask takes at a fraction of its rate. Over a 0.2 s first window a paced source fell that far behind,
-    # then caught up in full batches that filled every queue: records waited ~200 ms at 0.4 s in 3 of 7 runs at
-    # 500k records/s, none with debloating off.
+    # then caught up in full batches that filled every queue: records waited 141-242 ms about 0.4 s after the
+    # start in 4 of 26 runs at 500k records/s, in none with debloating off.
     FIRST_DEBLOAT_WINDOW_S = 0.02
 
     def _measure(self, records: int, backlogged: bool) -> None:
