@@ -61,8 +61,11 @@ def queryable_job(env, tmp_path, chaos=None):
     env.set_parallelism(2).enable_checkpointing(200)
     env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / "ck"))
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
-    numbers = env.from_source(PacedSource(SequenceSource(0, N - 1), end_when=FileExists(str(tmp_path / "end"))),
-                              None, "numbers").uid("numbers")
+    # With a planned failure, the input comes 500 records a subtask per checkpoint: the failure (after N // 8
+    # records and a checkpoint) then fires before the counts can add up, however fast the machine is.
+    paced = {"per_checkpoint": 500, "together": str(tmp_path / "together")} if chaos is not None else {}
+    numbers = env.from_source(PacedSource(SequenceSource(0, N - 1), end_when=FileExists(str(tmp_path / "end")),
+                                          **paced), None, "numbers").uid("numbers")
     if chaos is not None:
         numbers = numbers.map(chaos).uid("chaos")
     numbers.key_by(key_of).process(QueryableCounts()).uid("count").print()
