@@ -46,13 +46,13 @@ def opened(source, state=None):
     return reader
 
 
-def read_until(reader, done, timeout=60):
-    """Records (as ``(kind, row as dict)``) polled until ``done(records)``; the stream is in commit order, so a
-    last change the test committed marks the end of everything before it."""
+def read_until(reader, done, timeout=60, max_records=100):
+    """Records (as ``(kind, row as dict)``) polled, ``max_records`` at most a poll, until ``done(records)``; the
+    stream is in commit order, so a last change the test committed marks the end of everything before it."""
     records, deadline = [], time.monotonic() + timeout
     while not done(records):
         assert time.monotonic() < deadline, f"only {records} arrived"
-        batch = reader.poll(100)
+        batch = reader.poll(max_records)
         assert batch is not None, "an unbounded source ended"
         records.extend((str(row.get_row_kind()), row.as_dict()) for row in batch)
     return records
@@ -170,7 +170,8 @@ def test_a_restore_mid_transaction_emits_the_rest_of_it_once(postgres, slot):
     with postgres.connect(autocommit=False) as connection:
         for i in range(50):
             connection.execute(f"INSERT INTO {table} VALUES ({i}, 'x')")
-    first = read_until(reader, lambda records: len(records) >= 10)
+    # polls of 5: with polls of 100, one poll could take the whole transaction of 50 once it had all arrived
+    first = read_until(reader, lambda records: len(records) >= 10, max_records=5)
     state = reader.snapshot_state()
     assert state[0]["partial_count"] > 0, "the checkpoint falls inside the transaction"
     reader.close()
