@@ -174,15 +174,16 @@ def measure_checkpoint_cost(keys: int, value_bytes: int, parallelism: int, inter
     >>> row["subtask_keys"] > 500, row["pickle_core_s"] > 0, 0 < row["dip_floor"] < 1
     (True, True, True)
     """
-    from runtime.keys.key_groups import assign_to_key_group, key_group_range
+    from runtime.keys.key_groups import assign_to_key_group, default_max_parallelism, key_group_range
     from state_backends.descriptors import ValueStateDescriptor
     from state_backends.heap import HeapKeyedStateBackend
     from state_backends.storage import CheckpointStorage
 
-    owned = key_group_range(128, parallelism, 0)
-    backend = HeapKeyedStateBackend(128, owned)
+    max_parallelism = default_max_parallelism(parallelism)  # the job's, which sets none
+    owned = key_group_range(max_parallelism, parallelism, 0)
+    backend = HeapKeyedStateBackend(max_parallelism, owned)
     state = backend.get_state(ValueStateDescriptor("payload"))
-    mine = [key for key in range(keys) if assign_to_key_group(key, 128) in owned]
+    mine = [key for key in range(keys) if assign_to_key_group(key, max_parallelism) in owned]
     for key in mine:
         backend.set_current_key(key)
         state.update((1, os.urandom(value_bytes)))

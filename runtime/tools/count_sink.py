@@ -31,12 +31,15 @@ class _Writer(SinkWriter):
         self.first = None
         self.last = None
 
-    def write_batch(self, records: list) -> None:
+    def _arrived(self, rows: int) -> None:
         now = time.time()
         if self.first is None:
             self.first = now
         self.last = now
-        self.records += len(records)
+        self.records += rows
+
+    def write_batch(self, records: list) -> None:
+        self._arrived(len(records))
         latest = self.latest
         for key, n in records:
             if n > latest.get(key, 0):
@@ -60,11 +63,7 @@ class _ColumnarWriter(_Writer):
 
     def write_batch(self, batches: list) -> None:
         rows = sum(b.num_rows for b in batches)
-        self.records += rows
-        now = time.time()
-        if self.first is None:
-            self.first = now
-        self.last = now
+        self._arrived(rows)
         self._pending.extend(batches)
         self._pending_rows += rows
         if self._pending_rows >= self.REDUCE_ROWS:
