@@ -121,7 +121,9 @@ class ChangeWriter:
             with self.postgres.connect(autocommit=False) as connection:
                 for _ in range(self.rng.randint(2, 5)):
                     events.extend(self._statement(connection))
-                (self.last_commit,) = connection.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+        # after the commit: read inside the transaction, the position was before its commit record, and a slot
+        # confirmed up to a keepalive's position past it said nothing of the last transaction
+        ((self.last_commit,),) = self.postgres.query("SELECT pg_current_wal_lsn()::text")
         return events
 
     def _statement(self, connection):
@@ -146,7 +148,8 @@ class ChangeWriter:
         return [("-D", row_id, old_version, old_balance)]
 
     def confirmed(self, slot):
-        """Whether the slot's confirmed position (moved only by completed checkpoints) is past the last commit."""
+        """Whether the slot's confirmed position (moved only by completed checkpoints) is past the last commit's
+        record."""
         rows = self.postgres.query("SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE "
                                    "slot_name = %s", (self.last_commit, slot))
         return rows == [(True,)]
