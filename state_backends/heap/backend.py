@@ -114,6 +114,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self.current_key: Any = None
         self._current_group_id = _NO_KEY
         self._snapshots: tuple[HeapSnapshot, ...] = ()
+        self._watch()
 
     def key_group_of(self, key: Any) -> int:
         group = self._group_of.get(key)
@@ -131,11 +132,19 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             group = self.key_group_of(key)
         self.current_key = key
         self._current_group_id = group
+        if self._watching:
+            self._touch(group)
+
+    def _touch(self, group: int) -> None:
+        """``group`` is about to change: snapshots still writing it capture it, incremental checkpoints note it."""
         if self._snapshots:
             self._capture(group)
-        changed = self._changed
-        if changed is not None:
-            changed.add(group)
+        if self._changed is not None:
+            self._changed.add(group)
+
+    def _watch(self) -> None:
+        # One test per key set instead of two: whether anything needs to know which groups change.
+        self._watching = bool(self._snapshots) or self._changed is not None
 
     def _capture(self, group: int) -> None:
         """Copy-on-write: a snapshot still writing ``group`` captures it before it is changed (or handed out)."""
@@ -233,10 +242,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         group = self._group_of.get(key)
         if group is None:
             group = self.key_group_of(key)
-        if self._snapshots:
-            self._capture(group)
-        if self._changed is not None:
-            self._changed.add(group)
+        self._touch(group)
         groups = self._tables[state_name]
         table = groups.get(group)
         if table is None:
@@ -330,6 +336,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         if not snapshot.pending and not getattr(snapshot, "references", None):
             return None
         self._snapshots = self._snapshots + (snapshot,)
+        self._watch()
         if self._current_group_id in snapshot.pending:  # handles still scoped to the key set before the barrier
             self._current_group_id = _STALE_GROUP
         return snapshot
@@ -366,6 +373,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def release(self, snapshot: HeapSnapshot) -> None:
         self._snapshots = tuple(s for s in self._snapshots if s is not snapshot)
+        self._watch()
 
     def restore_key_group(self, group: int, payload: bytes) -> None:
         """Load one key group's tables, as :meth:`HeapSnapshot.serialized` wrote them. Entries with a TTL keep

@@ -53,21 +53,21 @@ class HeapValueState(_HeapState, ValueState):
 
     def value(self) -> Any:
         backend = self._backend
-        table = self._groups.get(backend._current_group_id)
-        if table is None:
+        try:  # a subscript costs less than a call to get(); a group without a table is rare (its first key)
+            table = self._groups[backend._current_group_id]
+        except KeyError:
             return self._get()
-        return table.get(backend.current_key)
+        return table.get(backend.current_key)  # get(): a missing key is common (every key's first record)
 
     def update(self, value: Any) -> None:
         if value is None:
             self.clear()
             return
         backend = self._backend
-        table = self._groups.get(backend._current_group_id)
-        if table is None:
+        try:
+            self._groups[backend._current_group_id][backend.current_key] = value
+        except KeyError:  # no table for the key group yet, or no current key
             self._set(value)
-        else:
-            table[backend.current_key] = value
 
 
 class HeapListState(_HeapState, ListState):
