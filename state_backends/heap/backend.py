@@ -259,18 +259,15 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             return self._ttl_state(state_name, "get_many").get_many(keys)
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of  # the cache first: a call less per key
-        snapshots = self._snapshots
-        changed = self._changed  # values handed out may be changed in place
+        watching = self._watching
         values = []
         append = values.append
         for key in keys:
             group = cached(key)
             if group is None:
                 group = group_of(key)
-            if snapshots:  # the caller may change a value in place (an accumulator): capture its group first
-                self._capture(group)
-            if changed is not None:
-                changed.add(group)
+            if watching:  # the caller may change a value in place (an accumulator): capture its group first
+                self._touch(group)
             table = groups.get(group)
             append(None if table is None else table.get(key))
         return values
@@ -281,16 +278,13 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             return self._ttl_state(state_name, "put_many").put_many(keys, values)
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of
-        snapshots = self._snapshots
-        changed = self._changed
+        watching = self._watching
         for key, value in zip(keys, values):
             group = cached(key)
             if group is None:
                 group = group_of(key)
-            if snapshots:
-                self._capture(group)
-            if changed is not None:
-                changed.add(group)
+            if watching:
+                self._touch(group)
             table = groups.get(group)
             if table is None:
                 table = groups[group] = {}
@@ -302,16 +296,13 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             return self._ttl_state(state_name, "fold_many").fold_many(keys, values, fold)
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of
-        snapshots = self._snapshots
-        changed = self._changed
+        watching = self._watching
         for key, value in zip(keys, values):
             group = cached(key)
             if group is None:
                 group = group_of(key)
-            if snapshots:
-                self._capture(group)
-            if changed is not None:
-                changed.add(group)
+            if watching:
+                self._touch(group)
             table = groups.get(group)
             if table is None:
                 table = groups[group] = {}
