@@ -1,6 +1,6 @@
 """Where a record's time goes: the reference job profiled on its executors by py-spy, sample by sample.
 
-``python -m benchmarks.profile [--records N] [--parallelism P] [--out DIR]`` runs the reference job (record API,
+``python -m benchmarks.profile [--records N] [--parallelism P] [--out DIR] [--gil]`` runs the reference job (record API,
 exactly-once checkpoints every second), samples every PySpark Python worker with py-spy while it runs (in
 non-blocking mode, so the job is not paused to be sampled), and attributes each sample to the part of the engine
 that was running: the innermost frame of this repository's code names it (a user function, the key's hash,
@@ -9,6 +9,11 @@ library called from outside our code) counts as ``other``. Shares are of the sam
 time per record (measured around the run, every worker and the driver) they give core-nanoseconds per record per
 part, the breakdown issue 36 asks for beside ``benchmarks.floor``. The raw stacks are written to ``--out``
 (py-spy's collapsed format: ``flamegraph.pl`` or speedscope draw them).
+
+``--gil`` samples only the thread holding the interpreter lock: the Python work a record costs, without the
+threads that wait (for a queue with room, for credits, for bytes on a socket), which py-spy's non-blocking mode
+counts as running when they wait inside a lock or a read (13% of the samples in one run, all shown as the network),
+and without the work done with the lock released (Arrow, sockets).
 
 py-spy is not a dependency of Chandy: ``pip install py-spy`` (it needs the right to trace the workers: the same
 user, or root).
@@ -91,15 +96,16 @@ def _worker_pids() -> list[int]:
     return pids
 
 
-def _record(pids: list[int], seconds: float, out: str) -> dict[str, int]:
-    """py-spy on each pid for ``seconds``; the samples of all, by part."""
+def _record(pids: list[int], seconds: float, out: str, gil: bool = False) -> dict[str, int]:
+    """py-spy on each pid for ``seconds`` (``gil``: only the thread holding the GIL); the samples of all, by part."""
     spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     running = []
     for pid in pids:
         path = os.path.join(out, f"worker-{pid}.txt")
         running.append((path, subprocess.Popen(
             [spy, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", "250", "--nonblocking",
-             "--format", "raw", "--output", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+             *(["--gil"] if gil else []), "--format", "raw", "--output", path],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
     samples: collections.Counter = collections.Counter()
     for path, process in running:
         process.wait()
@@ -121,6 +127,7 @@ def main(argv=None) -> None:
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to sample, once the job runs")
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "profile"))
+    parser.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL")
     args = parser.parse_args(argv)
     if shutil.which("py-spy") is None and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "py-spy")):
         raise SystemExit("benchmarks.profile needs py-spy: pip install py-spy")
@@ -139,7 +146,7 @@ def main(argv=None) -> None:
         while client.get_job_status().name != "RUNNING" and time.monotonic() - started < 60:
             time.sleep(0.05)
         time.sleep(2.0)  # past the start-up, into the steady rate
-        samples.update(_record(_worker_pids(), args.seconds, args.out))
+        samples.update(_record(_worker_pids(), args.seconds, args.out, args.gil))
 
     cpu_before = job_cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="chandy-bench-profile-ck-") as checkpoints:
