@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -114,6 +115,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self.current_key: Any = None
         self._current_group_id = _NO_KEY
         self._snapshots: tuple[HeapSnapshot, ...] = ()
+        # The subtask adds snapshots, the snapshotter's thread releases them: each change of the tuple and of
+        # _watching happens under this lock, so that neither thread's write undoes the other's.
+        self._snapshots_lock = threading.Lock()
         self._watch()
 
     def key_group_of(self, key: Any) -> int:
@@ -326,8 +330,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                 snapshot = self._incremental_snapshot(ttl, full)
         if not snapshot.pending and not getattr(snapshot, "references", None):
             return None
-        self._snapshots = self._snapshots + (snapshot,)
-        self._watch()
+        with self._snapshots_lock:
+            self._snapshots = self._snapshots + (snapshot,)
+            self._watch()
         if self._current_group_id in snapshot.pending:  # handles still scoped to the key set before the barrier
             self._current_group_id = _STALE_GROUP
         return snapshot
@@ -363,8 +368,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             self.group_files.seed(files)
 
     def release(self, snapshot: HeapSnapshot) -> None:
-        self._snapshots = tuple(s for s in self._snapshots if s is not snapshot)
-        self._watch()
+        with self._snapshots_lock:
+            self._snapshots = tuple(s for s in self._snapshots if s is not snapshot)
+            self._watch()
 
     def restore_key_group(self, group: int, payload: bytes) -> None:
         """Load one key group's tables, as :meth:`HeapSnapshot.serialized` wrote them. Entries with a TTL keep
