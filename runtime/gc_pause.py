@@ -22,16 +22,6 @@ run as before, over what the run itself makes.
 True
 >>> gc.get_freeze_count()
 0
-
-The young generation is collected after 700 allocations by default: a few times per batch of a few thousand
-records, each time walking a batch's records still alive, which a collection after the batch would find dead.
-:func:`young_collections_every` spaces its collections out for a block.
-
->>> with young_collections_every(10_000):
-...     gc.get_threshold()[0]
-10000
->>> gc.get_threshold()[0] == 10_000
-False
 """
 
 from __future__ import annotations
@@ -39,11 +29,7 @@ from __future__ import annotations
 import contextlib
 import gc
 
-__all__ = ["gc_paused", "long_lived_frozen", "young_collections_every"]
-
-# Tracked allocations between two collections of the young generation in a slot: the records of a few batches
-# (a collection of 10,000 young objects, all alive, took 0.6 ms here: far under the tails the latency job measures).
-SLOT_YOUNG_THRESHOLD = 10_000
+__all__ = ["gc_paused", "long_lived_frozen"]
 
 
 @contextlib.contextmanager
@@ -74,15 +60,3 @@ def long_lived_frozen():
         yield _Freezer()
     finally:
         gc.unfreeze()
-
-
-@contextlib.contextmanager
-def young_collections_every(allocations: int):
-    """Run the block with the young generation collected every ``allocations`` tracked allocations (never more
-    often than the threshold already set), the older generations as before; the thresholds are restored after."""
-    previous = gc.get_threshold()
-    gc.set_threshold(max(previous[0], allocations), *previous[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*previous)
