@@ -108,6 +108,12 @@ class Source:
     bounded = True
     schema: pa.Schema | None = None
 
+    @property
+    def produced_type(self):
+        """The type of the records (a ``TypeInformation``), as Flink's sources declare theirs; None: any Python
+        value. A stream read from the source has this type unless ``from_source`` is given another."""
+        return None
+
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
         raise NotImplementedError
 
@@ -183,6 +189,8 @@ class SequenceSource(Source):
     [1, 4, 7, 10]
     >>> SequenceSource(0, 2, columnar=True).create_reader(0, 1).poll(10)[0].to_pydict()
     {'value': [0, 1, 2]}
+    >>> SequenceSource(0, 9).produced_type, SequenceSource(0, 2**63).produced_type
+    (LONG, None)
     """
 
     COLUMNAR_SCHEMA = pa.schema([pa.field("value", pa.int64())])
@@ -196,6 +204,17 @@ class SequenceSource(Source):
         self.bounded = end is not None
         self.records_per_second = records_per_second
         self.schema = self.COLUMNAR_SCHEMA if columnar else None
+
+    @property
+    def produced_type(self):
+        """LONG, as Flink's NumberSequenceSource declares (records cross to other subtasks as an Arrow int64
+        column, not pickled), unless the numbers may leave the 64-bit range; columnar: None (it has a schema)."""
+        from runtime.types import Types
+
+        last = self.end if self.end is not None else self.start + 2**32  # unbounded: room to count
+        if self.schema is None and -2**63 <= self.start and last < 2**63:
+            return Types.LONG()
+        return None
 
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
         rate = self.records_per_second / parallelism if self.records_per_second else None

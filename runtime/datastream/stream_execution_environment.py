@@ -388,6 +388,8 @@ class StreamExecutionEnvironment:
         >>> env = StreamExecutionEnvironment.get_execution_environment()
         >>> env.from_source(SequenceSource(0, 99), "numbers").get_name()
         'numbers'
+        >>> env.from_source(SequenceSource(0, 99), "numbers").get_type()  # the source's produced_type
+        LONG
         >>> strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda n, _: n)
         >>> env.from_source(SequenceSource(0, 99), strategy, "numbers").get_name()
         'numbers: Timestamps/Watermarks'
@@ -405,6 +407,8 @@ class StreamExecutionEnvironment:
                                     f"WatermarkStrategy, got {type(watermark_strategy).__name__}")
             strategy = watermark_strategy
         source_name = source_name or "Custom Source"
+        if type_info is None:
+            type_info = source.produced_type
         bounded = bool(getattr(source, "bounded", True))
         if not bounded and self._runtime_mode is RuntimeExecutionMode.BATCH:
             raise ConfigurationError(_UNBOUNDED_IN_BATCH.format(source_name))

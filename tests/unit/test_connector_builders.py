@@ -275,6 +275,20 @@ def test_number_sequence_source_with_a_watermark_strategy_declares_a_job():
     assert [node.name for node in env.get_job_graph("numbers").operators][0] == "numbers"
 
 
+def test_number_sequence_source_streams_are_longs_as_in_pyflink_unless_given_a_type():
+    """Flink's NumberSequenceSource produces LONG: the stream has that type (its edges carry an Arrow int64
+    column), and from_source's own type_info still wins."""
+    from runtime.types import Types
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    numbers = env.from_source(NumberSequenceSource(1, 100), WatermarkStrategy.no_watermarks(), "numbers")
+    assert numbers.get_type() == Types.LONG()
+    stamped = env.from_source(NumberSequenceSource(1, 100), WatermarkStrategy.for_monotonous_timestamps()
+                              .with_timestamp_assigner(lambda n, _: n), "stamped")
+    assert stamped.get_type() == Types.LONG(), "the timestamp assigner keeps the source's type"
+    assert env.from_source(NumberSequenceSource(1, 100), "as ints", Types.INT()).get_type() == Types.INT()
+
+
 # -- what Chandy deliberately lacks ----------------------------------------------------------------------------
 
 
