@@ -499,10 +499,7 @@ class StreamExecutionEnvironment:
         >>> env.from_sequence(1, 10).get_type(), env.from_sequence(1, 10, columnar=True).get_schema().names
         (LONG, ['value'])
         """
-        from runtime.types import Types
-
-        return self.from_source(SequenceSource(start, end, columnar=columnar), "Sequence Source",
-                                None if columnar else Types.LONG())
+        return self.from_source(SequenceSource(start, end, columnar=columnar), "Sequence Source")  # its type: LONG
 
     # -- running --------------------------------------------------------------------------------------
 
