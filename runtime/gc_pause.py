@@ -22,14 +22,39 @@ run as before, over what the run itself makes.
 True
 >>> gc.get_freeze_count()
 0
+
+Records are short-lived container objects, made by the thousand per batch and freed when the batch has gone on.
+A young collection in the middle of a batch walks the batch in flight, finds it alive, and moves it to the
+middle generation, which the next collection of that generation walks again; after the batch, the same collection
+walks next to nothing. :func:`young_collections_between_batches` lets a subtask raise the young generation's
+threshold while it processes a batch and put it back after: the collection the batch's allocations called for
+comes at its end (at the next allocation), over what outlived it. The raised threshold stays a bound: a batch
+whose functions leave cycles behind by the hundred thousand is still collected within it. The subtasks of one
+worker share the thresholds: one that finishes a batch while another is in one lowers it for both, and the
+collection comes at the end of the first one's batch.
+
+>>> before = gc.get_threshold()
+>>> with young_collections_between_batches() as young:
+...     gc.set_threshold(young.within)    # a batch starts
+...     during = gc.get_threshold()[0]
+...     gc.set_threshold(young.between)   # it has gone on
+...     during == 100 * before[0], gc.get_threshold() == before
+(True, True)
+>>> gc.get_threshold() == before
+True
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 
-__all__ = ["gc_paused", "long_lived_frozen"]
+__all__ = ["YoungThresholds", "gc_paused", "long_lived_frozen", "young_collections_between_batches"]
+
+# How much higher the young generation's threshold is while a batch is processed. A batch of the default 4,096
+# records leaves fewer than 20,000 new container objects alive at once; 70,000 (with Python's 700) is out of its way.
+BATCH_YOUNG_FACTOR = 100
 
 
 @contextlib.contextmanager
@@ -60,3 +85,23 @@ def long_lived_frozen():
         yield _Freezer()
     finally:
         gc.unfreeze()
+
+
+@dataclasses.dataclass(frozen=True)
+class YoungThresholds:
+    """The young generation's threshold while a batch is processed, and between batches (the process's own)."""
+
+    within: int
+    between: int
+
+
+@contextlib.contextmanager
+def young_collections_between_batches(factor: int = BATCH_YOUNG_FACTOR):
+    """Yield the :class:`YoungThresholds` for the process's threshold now; at the block's end put every
+    generation's threshold back as it was (whatever a batch left). A process whose automatic collections are off
+    (a threshold of 0) keeps them off: both thresholds are 0."""
+    before = gc.get_threshold()
+    try:
+        yield YoungThresholds(within=before[0] * factor, between=before[0])
+    finally:
+        gc.set_threshold(*before)

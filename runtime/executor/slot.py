@@ -32,7 +32,7 @@ from runtime.executor.queryable_state import SlotQueryableStates
 from runtime.executor.restore import restore_operator
 from runtime.executor.snapshotter import Snapshotter
 from runtime.executor.subtask import OperatorError, SubtaskRunner, SubtaskStatus
-from runtime.gc_pause import long_lived_frozen
+from runtime.gc_pause import long_lived_frozen, young_collections_between_batches
 from runtime.graph.job_graph import JobGraph
 from runtime.ids import Attempt, ChainIndex, CheckpointId, SlotIndex, SubtaskIndex
 from runtime.keys.key_groups import key_group_range
@@ -395,7 +395,8 @@ class SlotRunner:
         """Run the slot to the end; returns each hosted sink's result by operator uid, or None when the driver
         cancelled the attempt (a cancel is no error: Spark's task ends quietly, and the driver, which asked for it,
         reads no result)."""
-        with switch_interval(self.graph.switch_interval_ms), long_lived_frozen() as heap:
+        with switch_interval(self.graph.switch_interval_ms), long_lived_frozen() as heap, \
+                young_collections_between_batches() as self.young_thresholds:
             return self._run(heap)
 
     def _run(self, heap) -> dict[str, Any] | None:

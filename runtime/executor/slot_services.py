@@ -3,7 +3,7 @@ stop signals and the line to the driver. The subtask sees this, not the whole
 :class:`~runtime.executor.slot.SlotRunner` (its connections, gates and threads are the slot's own business).
 
 >>> sorted(SlotServices.__annotations__), [name for name in vars(SlotServices) if name == "send"]
-(['attempt', 'graph', 'queryables', 'slot', 'snapshotter', 'stop_sources', 'stopped'], ['send'])
+(['attempt', 'graph', 'queryables', 'slot', 'snapshotter', 'stop_sources', 'stopped', 'young_thresholds'], ['send'])
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Protocol
 
 from runtime.executor.queryable_state import SlotQueryableStates
 from runtime.executor.snapshotter import Snapshotter
+from runtime.gc_pause import YoungThresholds
 from runtime.graph.job_graph import JobGraph
 from runtime.ids import Attempt, SlotIndex
 from runtime.protocol.messages import Message, StopSources
@@ -28,6 +29,7 @@ class SlotServices(Protocol):
     snapshotter: Snapshotter | None  # None without checkpointing; set before any subtask runs
     stop_sources: StopSources | None  # set by the control thread: the job stops with a savepoint
     queryables: SlotQueryableStates  # the queryable states its functions declared
+    young_thresholds: YoungThresholds  # the young generation's, within a batch and between batches
 
     def send(self, message: Message) -> None:
         """Send ``message`` to the driver."""

@@ -21,6 +21,7 @@ import time
 import uuid
 from collections import deque
 from enum import Enum
+from gc import set_threshold as set_gc_threshold
 
 from operators.failed_records import process_isolating_failures
 from operators.timers import processing_time_ms
@@ -161,7 +162,16 @@ class SubtaskRunner:
             self._push(records, 1)
 
     def _push(self, records: list, start: int) -> None:
-        """``records``, the output of operator ``start - 1`` (the input when 0), through the rest of the chain."""
+        """``records``, the output of operator ``start - 1`` (the input when 0), through the rest of the chain;
+        the young collections its objects call for come after it (runtime.gc_pause)."""
+        young = self.slot.young_thresholds
+        set_gc_threshold(young.within)
+        try:
+            self._through_chain(records, start)
+        finally:
+            set_gc_threshold(young.between)
+
+    def _through_chain(self, records: list, start: int) -> None:
         operators, counts, row_makers, failed_tags = self.operators, self._counts, self.row_makers, self.failed_tags
         if start and row_makers[start - 1] is not None:
             records = self._as_rows(start - 1, records)

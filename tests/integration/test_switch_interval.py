@@ -1,6 +1,10 @@
 """On the executors: spark.chandy.gilSwitchInterval is the switch interval of the Python worker while its slot runs,
 and Python's own again for the next task; and a running slot keeps its long-lived objects frozen out of full
-collections. Read by the job's own functions on the workers; nothing is timed."""
+collections, and its batches run with the young generation's threshold raised (their collections come after them).
+Read by the job's own functions on the workers; nothing is timed."""
+
+import gc
+
 
 from operators import CollectSink
 from runtime import Types
@@ -34,3 +38,10 @@ def test_the_workers_run_a_slot_with_the_switch_interval_set_and_python_s_own_af
     assert {r[2] for r in records} == {True}  # the slot's modules and operators, frozen while it runs
     again = _run(env, "switch-interval-unset")
     assert {r[1] for r in again} == {0.005}  # the reused workers were put back
+
+
+def test_a_subtask_processes_its_batches_with_the_young_threshold_raised(env):
+    env.set_parallelism(2)
+    sink = CollectSink()
+    env.from_sequence(0, 999).map(lambda x: __import__("gc").get_threshold()[0]).sink_to(sink)  # one chain a slot
+    assert env.execute("young-threshold").collected(sink) == [100 * gc.get_threshold()[0]] * 1000

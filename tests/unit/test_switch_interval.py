@@ -1,6 +1,7 @@
 """spark.chandy.gilSwitchInterval: parsed as a duration above zero, carried to the graph, applied while a slot runs
 and put back after it (Spark reuses a Python worker for the next task). And the slot's long-lived objects, frozen
-out of the cyclic collector's full collections while it runs."""
+out of the cyclic collector's full collections while it runs, and the young generation's thresholds it gives its
+subtasks, put back after it."""
 
 import gc
 import sys
@@ -99,3 +100,28 @@ def test_a_slot_freezes_what_it_built_and_restored_before_any_record_and_thaws_i
     assert frozen_at["building"] == 0  # frozen once built, not before
     assert frozen_at["serving"] >= 3000  # modules, operators, restored state: out of every full collection
     assert gc.get_freeze_count() == 0  # the slot ended: collectable again in a worker Spark reuses
+
+
+def test_a_slot_gives_its_subtasks_a_raised_young_threshold_for_batches_and_puts_the_workers_back(monkeypatch):
+    def run_one_batch_and_fail(self, heap):
+        gc.set_threshold(self.young_thresholds.within)  # a subtask's batch, and the slot fails in it
+        raise RuntimeError("Chandy slot 0 failed")
+
+    monkeypatch.setattr(SlotRunner, "_run", run_one_batch_and_fail)
+    before = gc.get_threshold()
+    slot = _slot(None)
+    with pytest.raises(RuntimeError):
+        slot.run()
+    assert slot.young_thresholds.between == before[0] and slot.young_thresholds.within == 100 * before[0]
+    assert gc.get_threshold() == before
+
+
+def test_a_worker_whose_automatic_collections_are_off_keeps_them_off(monkeypatch):
+    monkeypatch.setattr(SlotRunner, "_run", lambda self, heap: self.young_thresholds)
+    before = gc.get_threshold()
+    gc.set_threshold(0)
+    try:
+        young = _slot(None).run()
+        assert (young.within, young.between) == (0, 0)
+    finally:
+        gc.set_threshold(*before)
