@@ -9,6 +9,7 @@ default is for reporting.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -35,6 +36,16 @@ def start_spark(slots: int, conf: dict | None = None):
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextlib.contextmanager
+def spark_session(slots: int, conf: dict | None = None):
+    """:func:`start_spark`'s session for the block, stopped when the block ends, however it ends."""
+    spark = start_spark(slots, conf)
+    try:
+        yield spark
+    finally:
+        spark.stop()
 
 
 def median_run(runs: list[dict]) -> dict:

@@ -252,18 +252,15 @@ def main(argv=None) -> int:
     parser.add_argument("--parallelism", type=int, default=2)
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import start_spark
+    from benchmarks.__main__ import spark_session
     from benchmarks.machine import steadied
 
-    spark = start_spark(args.parallelism)
-    try:
+    with spark_session(args.parallelism) as spark:
         for _ in range(args.repeats):
             row = steadied(lambda: run_checkpoint_dip(spark, args.keys, args.value_bytes, args.seconds,
                                                       args.rate_guess, args.parallelism, args.interval))
             print(describe(row), flush=True)
             print(json.dumps(row), flush=True)
-    finally:
-        spark.stop()
     return 0
 
 

@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     if "peak" in skip and args.rate is None:
         parser.error("--skip peak needs --rate: the load is half of the round's peak otherwise")
 
-    from benchmarks.__main__ import describe_run, report_header, start_spark, write_report
+    from benchmarks.__main__ import describe_run, report_header, spark_session, write_report
     from benchmarks.latency import run_chandy_latency
     from benchmarks.machine import cpu_steadiness, job_cpu_seconds
     from benchmarks.queryable_state import run_queryable_job
@@ -135,52 +135,51 @@ def main(argv=None) -> int:
     records = 50_000 if args.quick else 3_000_000
     seconds = 3 if args.quick else 12
     steadiness = [cpu_steadiness()]
-    spark = start_spark(args.parallelism)
-    rows: dict[str, list[dict]] = {v: [] for v in variants}
-    rounds = []
-    try:
-        run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up: Python workers
-        for repeat in range(args.repeats):
-            order = variants if repeat % 2 == 0 else variants[::-1]
-            before = cpu_steadiness(4)
-            round_rows = {variant: {"variant": variant, "round": repeat} for variant in variants}
-            if "peak" not in skip:
-                for variant in order:
+    with spark_session(args.parallelism) as spark:
+        rows: dict[str, list[dict]] = {v: [] for v in variants}
+        rounds = []
+        try:
+            run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up: Python workers
+            for repeat in range(args.repeats):
+                order = variants if repeat % 2 == 0 else variants[::-1]
+                before = cpu_steadiness(4)
+                round_rows = {variant: {"variant": variant, "round": repeat} for variant in variants}
+                if "peak" not in skip:
+                    for variant in order:
+                        _apply(spark, variant, python_default)
+                        row = round_rows[variant]
+                        cpu_before, others = job_cpu_seconds(), OthersLoad()
+                        with tempfile.TemporaryDirectory(prefix="chandy-bench-gil-") as checkpoints:
+                            peak = run_chandy_reference_job(spark, records, args.keys, args.parallelism, checkpoints)
+                        row["peak"] = peak
+                        row["peak_records_per_s"] = peak["steady_records_per_s"] or peak["records_per_s"]
+                        row["cpu_us_per_record"] = round((job_cpu_seconds() - cpu_before) / records * 1e6, 3)
+                        row["others_during_peak"] = others.share()
+                # the load of this round: half of the peaks just measured (the machine's speed drifts between rounds)
+                rate = args.rate or statistics.median(r["peak_records_per_s"] for r in round_rows.values()) / 2
+                for variant in order[::-1]:
                     _apply(spark, variant, python_default)
                     row = round_rows[variant]
-                    cpu_before, others = job_cpu_seconds(), OthersLoad()
-                    with tempfile.TemporaryDirectory(prefix="chandy-bench-gil-") as checkpoints:
-                        peak = run_chandy_reference_job(spark, records, args.keys, args.parallelism, checkpoints)
-                    row["peak"] = peak
-                    row["peak_records_per_s"] = peak["steady_records_per_s"] or peak["records_per_s"]
-                    row["cpu_us_per_record"] = round((job_cpu_seconds() - cpu_before) / records * 1e6, 3)
-                    row["others_during_peak"] = others.share()
-            # the load of this round: half of the peaks just measured (the machine's speed drifts between rounds)
-            rate = args.rate or statistics.median(r["peak_records_per_s"] for r in round_rows.values()) / 2
-            for variant in order[::-1]:
-                _apply(spark, variant, python_default)
-                row = round_rows[variant]
-                row["rate"] = round(rate)
-                if "latency" not in skip:
-                    others = OthersLoad()
-                    row["latency"] = run_chandy_latency(spark, rate, seconds, args.keys, args.parallelism)
-                    row["others_during_latency"] = others.share()
-                    row["cpu_share_during_latency"] = others.mine_share
-                if "lookups" not in skip:
-                    others = OthersLoad()
-                    row["lookups"] = run_queryable_job(spark, rate, seconds, args.keys, args.parallelism)
-                    row["others_during_lookups"] = others.share()
-                    row["cpu_share_during_lookups"] = others.mine_share
-            for variant in variants:
-                rows[variant].append(round_rows[variant])
-                print(_line(round_rows[variant]), flush=True)
-            after = cpu_steadiness(4)
-            rounds.append({"round": repeat, "rate": round(rate), "before": before, "after": after})
-            print(f"round {repeat} at {rate:,.0f}/s: fixed loop {before['loop_ms_min']}-{before['loop_ms_max']} ms "
-                  f"before, {after['loop_ms_min']}-{after['loop_ms_max']} ms after", flush=True)
-    finally:
-        sys.setswitchinterval(python_default)
-        spark.stop()
+                    row["rate"] = round(rate)
+                    if "latency" not in skip:
+                        others = OthersLoad()
+                        row["latency"] = run_chandy_latency(spark, rate, seconds, args.keys, args.parallelism)
+                        row["others_during_latency"] = others.share()
+                        row["cpu_share_during_latency"] = others.mine_share
+                    if "lookups" not in skip:
+                        others = OthersLoad()
+                        row["lookups"] = run_queryable_job(spark, rate, seconds, args.keys, args.parallelism)
+                        row["others_during_lookups"] = others.share()
+                        row["cpu_share_during_lookups"] = others.mine_share
+                for variant in variants:
+                    rows[variant].append(round_rows[variant])
+                    print(_line(round_rows[variant]), flush=True)
+                after = cpu_steadiness(4)
+                rounds.append({"round": repeat, "rate": round(rate), "before": before, "after": after})
+                print(f"round {repeat} at {rate:,.0f}/s: fixed loop {before['loop_ms_min']}-{before['loop_ms_max']} ms "
+                      f"before, {after['loop_ms_min']}-{after['loop_ms_max']} ms after", flush=True)
+        finally:
+            sys.setswitchinterval(python_default)
     steadiness.append(cpu_steadiness())
     summary = {}
     for variant, runs in rows.items():

@@ -237,7 +237,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import ratio, start_spark, steadiness_verdict, write_report
+    from benchmarks.__main__ import ratio, spark_session, steadiness_verdict, write_report
     from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.spark_baseline import run_jvm_groupby_count
     from tests.kafka_broker import start_broker
@@ -247,31 +247,30 @@ def main(argv=None) -> int:
     latency_seconds = args.latency_seconds or (3 if args.quick else 15)
     steadiness = [cpu_steadiness()]
     broker = start_broker()
-    spark = start_spark(args.parallelism)
-    try:
-        limit_topic = broker.topic("bench-limit", PARTITIONS)
-        limits = {"produce_records_per_s": round(produce_input(broker.bootstrap, limit_topic, records, args.keys)),
-                  "consume_records_per_s": round(consume_rate(broker.bootstrap, limit_topic, records))}
-        run_job(spark, broker, "at_least_once", min(records, 20_000), args.keys, args.parallelism)  # warm-up
-        runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
-        for repeat in range(repeats):
-            for mode in MODES if repeat % 2 == 0 else tuple(reversed(MODES)):
-                runs[mode].append(run_job(spark, broker, mode, records, args.keys, args.parallelism))
-        medians = {mode: statistics.median(r["records_per_s"] for r in rows) for mode, rows in runs.items()}
-        latency = {}
-        for load in LOADS:
-            for mode in MODES:
-                rate = medians[mode] * load
-                count = max(1000, int(rate * latency_seconds))
-                row = run_job(spark, broker, mode, count, args.keys, args.parallelism,
-                              while_running=_latency_hook(broker.bootstrap, count, args.keys, rate))
-                latency[f"{mode}@{load}"] = {**row.pop("while_running"), "exact": row["exact"],
-                                             "restarts": row["restarts"]}
-        jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
-                                    seconds=6 if args.quick else 20)
-    finally:
-        spark.stop()
-        broker.stop()
+    with spark_session(args.parallelism) as spark:
+        try:
+            limit_topic = broker.topic("bench-limit", PARTITIONS)
+            limits = {"produce_records_per_s": round(produce_input(broker.bootstrap, limit_topic, records, args.keys)),
+                      "consume_records_per_s": round(consume_rate(broker.bootstrap, limit_topic, records))}
+            run_job(spark, broker, "at_least_once", min(records, 20_000), args.keys, args.parallelism)  # warm-up
+            runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
+            for repeat in range(repeats):
+                for mode in MODES if repeat % 2 == 0 else tuple(reversed(MODES)):
+                    runs[mode].append(run_job(spark, broker, mode, records, args.keys, args.parallelism))
+            medians = {mode: statistics.median(r["records_per_s"] for r in rows) for mode, rows in runs.items()}
+            latency = {}
+            for load in LOADS:
+                for mode in MODES:
+                    rate = medians[mode] * load
+                    count = max(1000, int(rate * latency_seconds))
+                    row = run_job(spark, broker, mode, count, args.keys, args.parallelism,
+                                  while_running=_latency_hook(broker.bootstrap, count, args.keys, rate))
+                    latency[f"{mode}@{load}"] = {**row.pop("while_running"), "exact": row["exact"],
+                                                 "restarts": row["restarts"]}
+            jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
+                                        seconds=6 if args.quick else 20)
+        finally:
+            broker.stop()
     steadiness.append(cpu_steadiness())
 
     report = {

@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import ratio, start_spark, steadiness_verdict, write_report
+    from benchmarks.__main__ import ratio, spark_session, steadiness_verdict, write_report
     from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.spark_baseline import run_jvm_groupby_count
     from benchmarks.throughput import alternated_reference_runs, run_chandy_reference_job
@@ -68,17 +68,16 @@ def main(argv=None) -> int:
     records = args.records or (50_000 if args.quick else 4_000_000)
     repeats = args.repeats or (1 if args.quick else 6)
     steadiness = [cpu_steadiness()]
-    spark = start_spark(args.parallelism)
-    run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up
-    def prepare(variant: str) -> None:
-        spark.conf.set(METRICS_INTERVAL_CONF, "1 s" if variant == "on" else "0")
+    with spark_session(args.parallelism) as spark:
+        run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up
+        def prepare(variant: str) -> None:
+            spark.conf.set(METRICS_INTERVAL_CONF, "1 s" if variant == "on" else "0")
 
-    runs = alternated_reference_runs(spark, ("on", "off"), repeats, records, args.keys, args.parallelism, prepare)
-    spark.conf.unset(METRICS_INTERVAL_CONF)
-    counting = measure_counting(DEFAULT_BATCH_SIZE)
-    jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
-                                seconds=6 if args.quick else 20)
-    spark.stop()
+        runs = alternated_reference_runs(spark, ("on", "off"), repeats, records, args.keys, args.parallelism, prepare)
+        spark.conf.unset(METRICS_INTERVAL_CONF)
+        counting = measure_counting(DEFAULT_BATCH_SIZE)
+        jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
+                                    seconds=6 if args.quick else 20)
     steadiness.append(cpu_steadiness())
 
     rates = {variant: [row["records_per_s"] for row in rows if row["records_per_s"]] for variant, rows in runs.items()}

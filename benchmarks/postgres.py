@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import describe_run, ratio, report_header, start_spark, write_report
+    from benchmarks.__main__ import describe_run, ratio, report_header, spark_session, write_report
     from benchmarks.machine import cpu_steadiness
     from benchmarks.spark_baseline import run_jvm_groupby_count
     from tests.postgres_server import start_server
@@ -123,20 +123,19 @@ def main(argv=None) -> int:
     repeats = args.repeats or (1 if args.quick else 3)
     steadiness = [cpu_steadiness()]
     server = start_server()
-    spark = start_spark(args.parallelism)
-    try:
-        limit = round(copy_limit(server, records, args.keys))
-        run_job(spark, server, "at_least_once", min(records, 20_000), args.keys, args.parallelism)  # warm-up
-        runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
-        for repeat in range(repeats):
-            order = MODES[repeat % len(MODES):] + MODES[:repeat % len(MODES)]  # each mode takes its turn first
-            for mode in order:
-                runs[mode].append(run_job(spark, server, mode, records, args.keys, args.parallelism))
-        jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
-                                    seconds=6 if args.quick else 20)
-    finally:
-        spark.stop()
-        server.stop()
+    with spark_session(args.parallelism) as spark:
+        try:
+            limit = round(copy_limit(server, records, args.keys))
+            run_job(spark, server, "at_least_once", min(records, 20_000), args.keys, args.parallelism)  # warm-up
+            runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
+            for repeat in range(repeats):
+                order = MODES[repeat % len(MODES):] + MODES[:repeat % len(MODES)]  # each mode takes its turn first
+                for mode in order:
+                    runs[mode].append(run_job(spark, server, mode, records, args.keys, args.parallelism))
+            jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
+                                        seconds=6 if args.quick else 20)
+        finally:
+            server.stop()
     steadiness.append(cpu_steadiness())
     medians = {mode: statistics.median(r["records_per_s"] for r in rows) for mode, rows in runs.items()}
     report = {

@@ -156,7 +156,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import describe_run, ratio, report_header, start_spark, write_report
+    from benchmarks.__main__ import describe_run, ratio, report_header, spark_session, write_report
     from benchmarks.machine import cpu_steadiness
     from benchmarks.spark_baseline import run_jvm_groupby_count
     from tests.postgres_server import start_server
@@ -164,16 +164,15 @@ def main(argv=None) -> int:
     burst = args.burst or (20_000 if args.quick else 300_000)
     steadiness = [cpu_steadiness()]
     server = start_server()
-    spark = start_spark(2)
-    try:
-        run(spark, server, 10_000, args.paced_rate, 1.0)  # warm-up
-        runs = [run(spark, server, burst, args.paced_rate, 3.0 if args.quick else 10.0)
-                for _ in range(1 if args.quick else 3)]
-        jvm = run_jvm_groupby_count(spark, 1000, rows_per_batch=20_000 if args.quick else 200_000,
-                                    seconds=6 if args.quick else 20)
-    finally:
-        spark.stop()
-        server.stop()
+    with spark_session(2) as spark:
+        try:
+            run(spark, server, 10_000, args.paced_rate, 1.0)  # warm-up
+            runs = [run(spark, server, burst, args.paced_rate, 3.0 if args.quick else 10.0)
+                    for _ in range(1 if args.quick else 3)]
+            jvm = run_jvm_groupby_count(spark, 1000, rows_per_batch=20_000 if args.quick else 200_000,
+                                        seconds=6 if args.quick else 20)
+        finally:
+            server.stop()
     steadiness.append(cpu_steadiness())
     rate = statistics.median(r["changes_per_s"] or 0 for r in runs)
     limit = statistics.median(r["server_decoding_per_s"] for r in runs)

@@ -132,13 +132,11 @@ def main(argv=None) -> None:
     if shutil.which("py-spy") is None and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "py-spy")):
         raise SystemExit("benchmarks.profile needs py-spy: pip install py-spy")
 
-    from benchmarks.__main__ import start_spark
+    from benchmarks.__main__ import spark_session
     from benchmarks.machine import job_cpu_seconds
     from benchmarks.throughput import run_chandy_reference_job
 
     os.makedirs(args.out, exist_ok=True)
-    spark = start_spark(args.parallelism)
-    run_chandy_reference_job(spark, 200_000, args.keys, args.parallelism)  # warm: workers forked, modules imported
     samples: dict[str, int] = {}
 
     def sample(client) -> None:
@@ -148,11 +146,13 @@ def main(argv=None) -> None:
         time.sleep(2.0)  # past the start-up, into the steady rate
         samples.update(_record(_worker_pids(), args.seconds, args.out, args.gil))
 
-    cpu_before = job_cpu_seconds()
-    with tempfile.TemporaryDirectory(prefix="chandy-bench-profile-ck-") as checkpoints:
+    with spark_session(args.parallelism) as spark, \
+            tempfile.TemporaryDirectory(prefix="chandy-bench-profile-ck-") as checkpoints:
+        run_chandy_reference_job(spark, 200_000, args.keys, args.parallelism)  # warm: workers forked, modules imported
+        cpu_before = job_cpu_seconds()
         run = run_chandy_reference_job(spark, args.records, args.keys, args.parallelism, checkpoints,
                                        while_running=sample)
-    cpu_ns = (job_cpu_seconds() - cpu_before) / args.records * 1e9
+        cpu_ns = (job_cpu_seconds() - cpu_before) / args.records * 1e9
     print(f"reference job: {run['records_per_s']:,} records/s end to end, exact: {run['exact']}, "
           f"{cpu_ns:,.0f} core-ns per record (every worker and the driver); {sum(samples.values()):,} samples")
     print(f"{'part':40} {'share':>7} {'core-ns/record':>15}")

@@ -127,7 +127,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import describe_run, ratio, report_header, start_spark, write_report
+    from benchmarks.__main__ import describe_run, ratio, report_header, spark_session, write_report
     from benchmarks.latency import run_sss_latency
     from benchmarks.machine import cpu_steadiness
     from benchmarks.spark_baseline import run_jvm_groupby_count
@@ -135,8 +135,7 @@ def main(argv=None) -> int:
 
     seconds = 4 if args.quick else 20
     steadiness = [cpu_steadiness()]
-    spark = start_spark(args.parallelism)
-    try:
+    with spark_session(args.parallelism) as spark:
         with tempfile.TemporaryDirectory(prefix="chandy-bench-queryable-peak-") as checkpoints:
             peak = run_chandy_reference_job(spark, 50_000 if args.quick else 2_000_000, args.keys, args.parallelism,
                                             checkpoint_dir=checkpoints)
@@ -145,8 +144,6 @@ def main(argv=None) -> int:
         jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
                                     seconds=6 if args.quick else 20)
         sss = run_sss_latency(spark, (jvm["records_per_s"] or 2) / 2, 3 if args.quick else 20, args.keys)
-    finally:
-        spark.stop()
     steadiness.append(cpu_steadiness())
     report = {**report_header("queryable_state", args.quick, steadiness), "keys": args.keys,
               "parallelism": args.parallelism, "peak": peak, "lookups": lookups, "spark_sss_jvm": jvm,

@@ -184,7 +184,7 @@ def main(argv=None) -> int:
     parser.add_argument("--large", action="store_true", help="also 10 GB of state on RocksDB (several minutes)")
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import median_run, ratio, start_spark, steadiness_verdict, write_report
+    from benchmarks.__main__ import median_run, ratio, spark_session, steadiness_verdict, write_report
     from benchmarks.checkpoint_dip import run_checkpoint_dip
     from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.recovery import run_recovery
@@ -202,35 +202,34 @@ def main(argv=None) -> int:
                         for p, c in ((128, False), (128, True), (4096, False))]
     records = 50_000 if args.quick else 4_000_000
     repeats = args.repeats or (1 if args.quick else 2)
-    spark = start_spark(args.parallelism)
-    run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up
-    backends = {"heap": HashMapStateBackend, "rocksdb": lambda: EmbeddedRocksDBStateBackend(True),
-                "heap-incremental": lambda: HashMapStateBackend(True)}
-    runs: dict[str, list] = {name: [] for name in backends}
-    for repeat in range(repeats):
-        for name in (list(backends) if repeat % 2 == 0 else list(backends)[::-1]):  # alternated
-            with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
-                row = run_chandy_reference_job(spark, records, args.keys, args.parallelism, checkpoints,
-                                               state_backend=backends[name]())
-            row["variant"] += f"-{name}"
-            runs[name].append(row)
-    results = {name: median_run(rows) for name, rows in runs.items()}
-    jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
-                                seconds=6 if args.quick else 20)
-    python_state = run_python_state_count(spark, args.keys, rows_per_batch=2_000 if args.quick else 20_000,
-                                          seconds=15 if args.quick else 30)
-    dips, recoveries = [], []
-    for name, make in (("heap", HashMapStateBackend), ("rocksdb", lambda: EmbeddedRocksDBStateBackend(True))):
-        # state_keys passes to fill the state, then 5 more: ~1 min on RocksDB, ~20 s on the heap
-        dips.append(run_checkpoint_dip(spark, state_keys, 1024, 6, state_keys, args.parallelism, interval_s=5,
-                                       state_backend=make()))
-    for name, make in (("heap", HashMapStateBackend), ("rocksdb-local", lambda: EmbeddedRocksDBStateBackend(True)),
-                       ("rocksdb-store", lambda: EmbeddedRocksDBStateBackend(True, local_recovery=False))):
-        row = run_recovery(spark, 4 * state_keys, state_keys, args.parallelism, state_backend=make(),
-                           value_bytes=1024, kill_after_share=0.5, interval_ms=2000)
-        row["variant"] = name
-        recoveries.append(row)
-    spark.stop()
+    with spark_session(args.parallelism) as spark:
+        run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up
+        backends = {"heap": HashMapStateBackend, "rocksdb": lambda: EmbeddedRocksDBStateBackend(True),
+                    "heap-incremental": lambda: HashMapStateBackend(True)}
+        runs: dict[str, list] = {name: [] for name in backends}
+        for repeat in range(repeats):
+            for name in (list(backends) if repeat % 2 == 0 else list(backends)[::-1]):  # alternated
+                with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
+                    row = run_chandy_reference_job(spark, records, args.keys, args.parallelism, checkpoints,
+                                                   state_backend=backends[name]())
+                row["variant"] += f"-{name}"
+                runs[name].append(row)
+        results = {name: median_run(rows) for name, rows in runs.items()}
+        jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
+                                    seconds=6 if args.quick else 20)
+        python_state = run_python_state_count(spark, args.keys, rows_per_batch=2_000 if args.quick else 20_000,
+                                              seconds=15 if args.quick else 30)
+        dips, recoveries = [], []
+        for name, make in (("heap", HashMapStateBackend), ("rocksdb", lambda: EmbeddedRocksDBStateBackend(True))):
+            # state_keys passes to fill the state, then 5 more: ~1 min on RocksDB, ~20 s on the heap
+            dips.append(run_checkpoint_dip(spark, state_keys, 1024, 6, state_keys, args.parallelism, interval_s=5,
+                                           state_backend=make()))
+        for name, make in (("heap", HashMapStateBackend), ("rocksdb-local", lambda: EmbeddedRocksDBStateBackend(True)),
+                           ("rocksdb-store", lambda: EmbeddedRocksDBStateBackend(True, local_recovery=False))):
+            row = run_recovery(spark, 4 * state_keys, state_keys, args.parallelism, state_backend=make(),
+                               value_bytes=1024, kill_after_share=0.5, interval_ms=200 if args.quick else 2000)
+            row["variant"] = name
+            recoveries.append(row)
     large = measure_larger_than_memory(100_000 if args.quick else 10_000_000) if args.large else None
     steadiness.append(cpu_steadiness())
     report = {"benchmark": "rocksdb", "quick": args.quick, "machine": describe_machine(),

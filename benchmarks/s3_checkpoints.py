@@ -42,31 +42,30 @@ def main(argv=None) -> int:
     from tests.s3_server import configure_environment, start_server
 
     configure_environment()  # before Spark starts: its executors inherit the endpoint and the credentials
-    from benchmarks.__main__ import start_spark, steadiness_verdict, write_report
+    from benchmarks.__main__ import spark_session, steadiness_verdict, write_report
     from benchmarks.checkpoint_dip import run_checkpoint_dip
     from benchmarks.machine import cpu_steadiness, describe_machine
 
     sizes = args.keys or ((10_000,) if args.quick else (100_000, 1_000_000))  # of 1 KiB: 10 MB; 100 MB and 1 GB
     steadiness = [cpu_steadiness()]
     server = start_server()
-    spark = start_spark(args.parallelism)
-    runs = []
-    try:
-        bucket = server.bucket("bench-checkpoints")
-        for keys in sizes:
-            for repeat in range(args.repeats):
-                for storage in STORAGES if repeat % 2 == 0 else tuple(reversed(STORAGES)):
-                    url = f"s3://{bucket}/{keys}-{repeat}" if storage == "s3" else None
-                    row = run_checkpoint_dip(spark, keys, 1024, 3 if args.quick else 30,
-                                             300_000 if args.quick else 150_000, args.parallelism,
-                                             interval_s=1 if args.quick else 5, storage=url)
-                    runs.append({"storage": storage, **row})
-                    print(f"{storage:5} keys={keys:>9,} state={row['state_bytes'] / 1e6:8.1f} MB "
-                          f"checkpoints={row['checkpoints']:3} max duration={row['max_duration_ms']} ms "
-                          f"dip={row['dip']}")
-    finally:
-        spark.stop()
-        server.stop()
+    with spark_session(args.parallelism) as spark:
+        runs = []
+        try:
+            bucket = server.bucket("bench-checkpoints")
+            for keys in sizes:
+                for repeat in range(args.repeats):
+                    for storage in STORAGES if repeat % 2 == 0 else tuple(reversed(STORAGES)):
+                        url = f"s3://{bucket}/{keys}-{repeat}" if storage == "s3" else None
+                        row = run_checkpoint_dip(spark, keys, 1024, 3 if args.quick else 30,
+                                                 300_000 if args.quick else 150_000, args.parallelism,
+                                                 interval_s=1 if args.quick else 5, storage=url)
+                        runs.append({"storage": storage, **row})
+                        print(f"{storage:5} keys={keys:>9,} state={row['state_bytes'] / 1e6:8.1f} MB "
+                              f"checkpoints={row['checkpoints']:3} max duration={row['max_duration_ms']} ms "
+                              f"dip={row['dip']}")
+        finally:
+            server.stop()
     steadiness.append(cpu_steadiness())
     by_size = {}
     for keys in sizes:

@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import ratio, start_spark, steadiness_verdict, write_report
+    from benchmarks.__main__ import ratio, spark_session, steadiness_verdict, write_report
     from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.spark_baseline import run_jvm_groupby_count
     from benchmarks.throughput import alternated_reference_runs, run_chandy_reference_job
@@ -74,17 +74,16 @@ def main(argv=None) -> int:
     records = args.records or (50_000 if args.quick else 4_000_000)
     repeats = args.repeats or (1 if args.quick else 5)
     steadiness = [cpu_steadiness()]
-    spark = start_spark(args.parallelism)
-    run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up
-    def prepare(variant: str):
-        spark.conf.set(ENCRYPTION_CONF, "true" if variant == "tls" else "false")
-        return _burst_once_running(args.burst) if variant == "burst" else None
+    with spark_session(args.parallelism) as spark:
+        run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up
+        def prepare(variant: str):
+            spark.conf.set(ENCRYPTION_CONF, "true" if variant == "tls" else "false")
+            return _burst_once_running(args.burst) if variant == "burst" else None
 
-    runs = alternated_reference_runs(spark, VARIANTS, repeats, records, args.keys, args.parallelism, prepare)
-    spark.conf.unset(ENCRYPTION_CONF)
-    jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
-                                seconds=6 if args.quick else 20)
-    spark.stop()
+        runs = alternated_reference_runs(spark, VARIANTS, repeats, records, args.keys, args.parallelism, prepare)
+        spark.conf.unset(ENCRYPTION_CONF)
+        jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
+                                    seconds=6 if args.quick else 20)
     steadiness.append(cpu_steadiness())
 
     rates = {v: [row["records_per_s"] for row in rows if row["records_per_s"]] for v, rows in runs.items()}

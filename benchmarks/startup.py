@@ -149,19 +149,16 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import describe_run, report_header, start_spark, write_report
+    from benchmarks.__main__ import describe_run, report_header, spark_session, write_report
     from benchmarks.machine import cpu_steadiness
     from benchmarks.throughput import run_chandy_reference_job
 
     runs = args.runs or (2 if args.quick else 9)
     records = args.records or (20_000 if args.quick else 200_000)
     steadiness = [cpu_steadiness()]
-    spark = start_spark(args.parallelism)
-    try:
+    with spark_session(args.parallelism) as spark:
         run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # throwaway: workers, imports
         result = run_startup(spark, runs, records, args.keys, args.parallelism)
-    finally:
-        spark.stop()
     steadiness.append(cpu_steadiness())
     report = {**report_header("startup", args.quick, steadiness), **result}
     print(describe_run(report))

@@ -102,27 +102,24 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import describe_run, ratio, report_header, start_spark, write_report
+    from benchmarks.__main__ import describe_run, ratio, report_header, spark_session, write_report
     from benchmarks.machine import cpu_steadiness
     from benchmarks.spark_baseline import run_jvm_groupby_count
 
     records = args.records or (20_000 if args.quick else 1_000_000)
     repeats = args.repeats or (1 if args.quick else 3)
     steadiness = [cpu_steadiness()]
-    spark = start_spark(args.parallelism)
-    with tempfile.TemporaryDirectory(prefix="chandy-bench-tables-") as directory:
-        try:
-            limit = round(write_limit(records, args.keys, directory))
-            run_job(spark, "delta-records", min(records, 20_000), args.keys, args.parallelism, directory)  # warm-up
-            runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
-            for repeat in range(repeats):
-                order = MODES[repeat % len(MODES):] + MODES[:repeat % len(MODES)]
-                for mode in order:
-                    runs[mode].append(run_job(spark, mode, records, args.keys, args.parallelism, directory))
-            jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
-                                        seconds=6 if args.quick else 20)
-        finally:
-            spark.stop()
+    with spark_session(args.parallelism) as spark, \
+            tempfile.TemporaryDirectory(prefix="chandy-bench-tables-") as directory:
+        limit = round(write_limit(records, args.keys, directory))
+        run_job(spark, "delta-records", min(records, 20_000), args.keys, args.parallelism, directory)  # warm-up
+        runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
+        for repeat in range(repeats):
+            order = MODES[repeat % len(MODES):] + MODES[:repeat % len(MODES)]
+            for mode in order:
+                runs[mode].append(run_job(spark, mode, records, args.keys, args.parallelism, directory))
+        jvm = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
+                                    seconds=6 if args.quick else 20)
     steadiness.append(cpu_steadiness())
     medians = {mode: statistics.median(r["records_per_s"] for r in rows) for mode, rows in runs.items()}
     report = {

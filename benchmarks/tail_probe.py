@@ -111,20 +111,17 @@ def main(argv=None) -> int:
 
     import json
 
-    from benchmarks.__main__ import start_spark
+    from benchmarks.__main__ import spark_session
     from benchmarks.machine import steadied
 
-    spark = start_spark(args.parallelism)
-    for pair in args.conf:
-        key, value = pair.split("=", 1)
-        spark.conf.set(key, value)
-    try:
+    with spark_session(args.parallelism) as spark:
+        for pair in args.conf:
+            key, value = pair.split("=", 1)
+            spark.conf.set(key, value)
         run_probe(spark, 10_000, 1, args.keys, args.parallelism)  # warm-up
         for _ in range(args.repeats):
             row = steadied(lambda: run_probe(spark, args.rate, args.seconds, args.keys, args.parallelism))
             print(json.dumps(row), flush=True)
-    finally:
-        spark.stop()
     return 0
 
 
