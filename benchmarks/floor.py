@@ -9,6 +9,12 @@ with the cheapest Python that does it (the floor); then the same parts through t
 heap backend's keyed access, the edge codec) for comparison. The engine's per-record cost is the reference job's
 steady rate turned into core-nanoseconds per record (parallelism 2 on 2 cores: 2 cores / rate).
 
+The windowed reference job (``benchmarks.windows``: event timestamps, ``key_by(n % 10,000)``, a 10 s tumbling
+window counting with an ``AggregateFunction``) has a floor of its own: per record the user's timestamp assigner,
+the key selector (once: the engine calls it twice, to route and to key the window), the key group, one read and
+write of the key's accumulator with the function's ``add`` between, and half a codec trip of a LONG with its
+timestamp.
+
     python -m benchmarks.floor [--quick] [--with-job]
 
 ``--with-job`` also runs the reference job (Spark, checkpoints every second) to put the engine's cost beside
@@ -34,6 +40,13 @@ def per_record_ns(run, records: int, repeats: int) -> float:
         run()
         best = min(best, time.perf_counter_ns() - started)
     return best / records
+
+
+def codec_trip_ns(codec, records: list, repeats: int) -> tuple[float, float]:
+    """Per record, the fastest encode of ``records`` by the edge codec ``codec``, and the fastest decode."""
+    encoded = codec.encode(records)
+    return (per_record_ns(lambda: codec.encode(records), len(records), repeats),
+            per_record_ns(lambda: codec.decode(encoded), len(records), repeats))
 
 
 def measure_parts(repeats: int) -> dict:
@@ -95,24 +108,16 @@ def measure_parts(repeats: int) -> dict:
             ctx.current = k
             extend(process.process_element(k, ctx))
 
-    codec = RecordCodec(Types.TUPLE([Types.LONG(), Types.LONG()]))
-    pairs = [(k, i) for i, k in enumerate(keys)]
-    encoded = codec.encode(pairs)
-
-    def encode():
-        codec.encode(pairs)
-
-    def decode():
-        codec.decode(encoded)
-
+    encode_ns, decode_ns = codec_trip_ns(RecordCodec(Types.TUPLE([Types.LONG(), Types.LONG()])),
+                                         [(k, i) for i, k in enumerate(keys)], repeats)
     parts = {
         "map call": per_record_ns(map_calls, BATCH, repeats),
         "key selector call": per_record_ns(key_calls, BATCH, repeats),
         "stable hash -> key group": per_record_ns(stable_hash, BATCH, repeats),
         "key group, cached per key": per_record_ns(cached_group, BATCH, repeats),
         "state read+write (a dict)": per_record_ns(dict_state, BATCH, repeats),
-        "Arrow encode (tuple of 2 longs)": per_record_ns(encode, BATCH, repeats),
-        "Arrow decode": per_record_ns(decode, BATCH, repeats),
+        "Arrow encode (tuple of 2 longs)": encode_ns,
+        "Arrow decode": decode_ns,
     }
     engine = {
         "state read+write (heap backend, set_current_key)": per_record_ns(engine_state, BATCH, repeats),
@@ -122,6 +127,69 @@ def measure_parts(repeats: int) -> dict:
     floor = (parts["map call"] + parts["key selector call"] + parts["key group, cached per key"]
              + parts["state read+write (a dict)"] + 0.5 * (parts["Arrow encode (tuple of 2 longs)"]
                                                           + parts["Arrow decode"]))
+    return {"parts_ns": {k: round(v, 1) for k, v in parts.items()},
+            "engine_parts_ns": {k: round(v, 1) for k, v in engine.items()}, "floor_ns": round(floor, 1)}
+
+
+def measure_window_parts(repeats: int) -> dict:
+    """The windowed reference job's floor, part by part (see the module's docstring); beside it, what the engine's
+    own heap backend costs for the fold (``fold_many``, the aligned window's path)."""
+    from benchmarks.windows import KEYS as WINDOW_KEYS, Count, event_time
+    from operators.window.operator import Aggregate
+    from runtime.keys.key_groups import assign_to_key_group, key_group_range
+    from runtime.network.codec import RecordCodec
+    from runtime.protocol.records import TimestampedBatch
+    from runtime.types import Types
+    from state_backends.descriptors import ValueStateDescriptor
+    from state_backends.heap import HeapKeyedStateBackend
+
+    numbers = list(range(BATCH))
+    assigner = lambda n, _: event_time(n)  # noqa: E731  (the job's functions, as the benchmark writes them)
+    key_selector = lambda n: n % WINDOW_KEYS  # noqa: E731
+    keys = [key_selector(n) for n in numbers]
+    groups = {k: assign_to_key_group(k, 128) for k in range(WINDOW_KEYS)}
+    count = Count()
+    accumulators: dict = {}
+    ones = [1] * BATCH
+
+    def assigner_calls():
+        [assigner(n, None) for n in numbers]
+
+    def key_calls():
+        [key_selector(n) for n in numbers]
+
+    def cached_group():
+        get = groups.get
+        for k in keys:
+            get(k)
+
+    def fold_calls():
+        get, add = accumulators.get, count.add
+        for k in keys:
+            accumulator = get(k)
+            accumulators[k] = add(1, count.create_accumulator() if accumulator is None else accumulator)
+
+    backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+    backend.get_state(ValueStateDescriptor("window"))
+    fold = Aggregate(count).add
+
+    def engine_fold():
+        backend.fold_many("window", keys, ones, fold)
+
+    encode_ns, decode_ns = codec_trip_ns(RecordCodec(Types.LONG()),
+                                         TimestampedBatch.of(numbers, [event_time(n) for n in numbers]), repeats)
+    parts = {
+        "timestamp assigner call": per_record_ns(assigner_calls, BATCH, repeats),
+        "key selector call (n % 10,000)": per_record_ns(key_calls, BATCH, repeats),
+        "key group, cached per key": per_record_ns(cached_group, BATCH, repeats),
+        "accumulator read + add + write (a dict)": per_record_ns(fold_calls, BATCH, repeats),
+        "Arrow encode (a long, its timestamp)": encode_ns,
+        "Arrow decode (a long, its timestamp)": decode_ns,
+    }
+    engine = {"accumulator fold (heap backend, fold_many)": per_record_ns(engine_fold, BATCH, repeats)}
+    floor = (parts["timestamp assigner call"] + parts["key selector call (n % 10,000)"]
+             + parts["key group, cached per key"] + parts["accumulator read + add + write (a dict)"]
+             + 0.5 * (parts["Arrow encode (a long, its timestamp)"] + parts["Arrow decode (a long, its timestamp)"]))
     return {"parts_ns": {k: round(v, 1) for k, v in parts.items()},
             "engine_parts_ns": {k: round(v, 1) for k, v in engine.items()}, "floor_ns": round(floor, 1)}
 
@@ -144,24 +212,22 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import describe_run, report_header, start_spark, write_report
+    from benchmarks.__main__ import describe_run, report_header, spark_session, write_report
     from benchmarks.machine import cpu_steadiness
 
     steadiness = [cpu_steadiness()]
     measured = measure_parts(3 if args.quick else 30)
-    report = {"parts": measured}
+    windowed = measure_window_parts(3 if args.quick else 30)
+    report = {"parts": measured, "window_parts": windowed}
     if args.with_job:
         import tempfile
 
         from benchmarks.throughput import run_chandy_reference_job
 
-        spark = start_spark(args.parallelism)
-        try:
+        with spark_session(args.parallelism) as spark:
             with tempfile.TemporaryDirectory(prefix="chandy-bench-floor-") as checkpoints:
                 job = run_chandy_reference_job(spark, 100_000 if args.quick else 4_000_000, KEYS, args.parallelism,
                                                checkpoint_dir=checkpoints)
-        finally:
-            spark.stop()
         rate = job["steady_records_per_s"] or job["records_per_s"]
         engine_ns = min(args.parallelism, os.cpu_count() or 1) * 1e9 / rate
         report["job"] = job
@@ -173,6 +239,10 @@ def main(argv=None) -> int:
     for name, ns in {**measured["parts_ns"], **measured["engine_parts_ns"]}.items():
         print(f"{name:50} {ns:8.1f} ns/record")
     print(f"{'floor (map, key, cached group, dict state, half a codec trip)':50} {measured['floor_ns']:8.1f} ns/record")
+    print("windowed reference job:")
+    for name, ns in {**windowed["parts_ns"], **windowed["engine_parts_ns"]}.items():
+        print(f"{name:50} {ns:8.1f} ns/record")
+    print(f"{'floor (assigner, key, group, fold, half a codec trip)':50} {windowed['floor_ns']:8.1f} ns/record")
     if args.with_job:
         print(f"reference job: {report['job']['steady_records_per_s'] or report['job']['records_per_s']:,}/s steady at "
               f"p={args.parallelism} = {report['engine_ns_per_record']:.0f} core-ns/record = "
