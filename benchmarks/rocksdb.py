@@ -174,6 +174,15 @@ def measure_larger_than_memory(keys: int, block_cache_bytes: int = 256 << 20,
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _shown(value, spec: str) -> str:
+    """``value`` formatted by ``spec``, or "none" when it was not measured.
+
+    >>> _shown(1234567, ","), _shown(None, ".1%")
+    ('1,234,567', 'none')
+    """
+    return "none" if value is None else format(value, spec)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.rocksdb", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes: proves it runs, measures nothing")
@@ -226,7 +235,9 @@ def main(argv=None) -> int:
                                            state_backend=make()))
         for name, make in (("heap", HashMapStateBackend), ("rocksdb-local", lambda: EmbeddedRocksDBStateBackend(True)),
                            ("rocksdb-store", lambda: EmbeddedRocksDBStateBackend(True, local_recovery=False))):
-            row = run_recovery(spark, 4 * state_keys, state_keys, args.parallelism, state_backend=make(),
+            # quick: 20 passes over the keys, so that a checkpoint completes before the job ends (then a worker dies)
+            row = run_recovery(spark, (20 if args.quick else 4) * state_keys, state_keys, args.parallelism,
+                               state_backend=make(),
                                value_bytes=1024, kill_after_share=0.5, interval_ms=200 if args.quick else 2000)
             row["variant"] = name
             recoveries.append(row)
@@ -254,14 +265,14 @@ def main(argv=None) -> int:
               f"{'in 1% of the key groups' if row['clustered'] else 'across the key groups'}: sync "
               f"{second['sync_ms']} ms, async {second['async_ms']} ms, {second['uploaded_bytes']:,} of "
               f"{second['full_bytes']:,} bytes ({row['uploaded_share']:.1%})")
-    for row in dips:
+    for row in dips:  # a quick run may see no checkpoint at all: then its rates are None
         print(f"throughput while checkpointing {row['keys']:,} keys x 1 KiB every {row['interval_s']} s, "
-              f"{row['state_backend']}: {row['rate_between_checkpoints']:,} records/s between checkpoints, "
-              f"{row['rate_during_checkpoints']:,} during (dip {row['dip']:.1%}); max sync {row['max_sync_ms']} ms, "
-              f"max async {row['max_async_ms']} ms")
+              f"{row['state_backend']}: {_shown(row['rate_between_checkpoints'], ',')} records/s between "
+              f"checkpoints, {_shown(row['rate_during_checkpoints'], ',')} during (dip {_shown(row['dip'], '.1%')}); "
+              f"max sync {row['max_sync_ms']} ms, max async {row['max_async_ms']} ms")
     for row in recoveries:
         print(f"recovery after SIGKILL, {state_keys:,} keys x 1 KiB, {row['variant']}: first record after "
-              f"{row['first_record_after_kill_s']} s, full rate ({row['full_rate']:,}/s) after "
+              f"{row['first_record_after_kill_s']} s, full rate ({_shown(row['full_rate'], ',')}/s) after "
               f"{row['full_rate_after_kill_s']} s")
     if large:
         first, second = large["first"], large["after_change"]

@@ -34,7 +34,6 @@ NO_EXAMPLES = {
     "benchmarks.recovery": BENCHMARK,
     "benchmarks.spark_baseline": BENCHMARK,
     "benchmarks.throughput": BENCHMARK,
-    "benchmarks.rocksdb": BENCHMARK,
     "benchmarks.table_sinks": BENCHMARK,
     "benchmarks.floor": "benchmark run: measures the parts of a record's cost (python -m benchmarks.floor)",
     "benchmarks.metrics_overhead": BENCHMARK,
