@@ -59,7 +59,7 @@ def main(argv=None) -> int:
                         url = f"s3://{bucket}/{keys}-{repeat}" if storage == "s3" else None
                         row = run_checkpoint_dip(spark, keys, 1024, 3 if args.quick else 30,
                                                  300_000 if args.quick else 150_000, args.parallelism,
-                                                 interval_s=1 if args.quick else 5, storage=url)
+                                                 interval_s=1 if args.quick else 5, storage=url, paced=args.quick)
                         runs.append({"storage": storage, **row})
                         print(f"{storage:5} keys={keys:>9,} state={row['state_bytes'] / 1e6:8.1f} MB "
                               f"checkpoints={row['checkpoints']:3} max duration={row['max_duration_ms']} ms "
