@@ -5,7 +5,6 @@ Read by the job's own functions on the workers; nothing is timed."""
 
 import gc
 
-
 from operators import CollectSink
 from runtime import Types
 
@@ -43,5 +42,5 @@ def test_the_workers_run_a_slot_with_the_switch_interval_set_and_python_s_own_af
 def test_a_subtask_processes_its_batches_with_the_young_threshold_raised(env):
     env.set_parallelism(2)
     sink = CollectSink()
-    env.from_sequence(0, 999).map(lambda x: __import__("gc").get_threshold()[0]).sink_to(sink)  # one chain a slot
+    env.from_sequence(0, 999).map(lambda x: gc.get_threshold()[0]).sink_to(sink)  # one chain a slot
     assert env.execute("young-threshold").collected(sink) == [100 * gc.get_threshold()[0]] * 1000
