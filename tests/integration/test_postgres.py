@@ -119,6 +119,9 @@ class ChangeWriter:
         events = []
         for _ in range(count):
             with self.postgres.connect(autocommit=False) as connection:
+                # the test server commits asynchronously: the commit record may wait in memory after the commit
+                # returns, past the write position read below, and the stream cannot carry it before it is flushed
+                connection.execute("SET LOCAL synchronous_commit = on")
                 for _ in range(self.rng.randint(2, 5)):
                     events.extend(self._statement(connection))
         # after the commit: read inside the transaction, the position was before its commit record, and a slot
