@@ -267,6 +267,13 @@ class KeyedStateBackend(ABC):
             current[key] = fold(current[key], value)
         self.put_many(state_name, distinct, [current[key] for key in distinct])
 
+    def aggregate_many(self, state_name: str, keys: list, values: list, add, create) -> None:
+        """For each key and value in order: value state ``state_name`` of the key becomes ``add(value, its value)``,
+        its value being ``create()`` where it has none (an ``AggregateFunction``'s ``add`` and
+        ``create_accumulator``: a window's accumulators over a batch). Backends may do it faster than fold_many."""
+        self.fold_many(state_name, keys, values,
+                       lambda accumulator, value: add(value, create() if accumulator is None else accumulator))
+
     # -- iteration -----------------------------------------------------------------------------------
 
     @abstractmethod

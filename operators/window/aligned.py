@@ -173,7 +173,7 @@ class AlignedWindowPaths:
     def _one_window(self, start: int, size: int, keys: list, values) -> None:
         """``_aligned_batch`` when every record of the batch falls in one window (and none is late): the
         backend folds the records into the panes in their order, one lookup each."""
-        self.backend.fold_many(self._open_aligned(start, start + size), keys, values, self.contents.add)
+        self.contents.fold_into(self.backend, self._open_aligned(start, start + size), keys, values)
 
     def _fire_aligned(self, watermark: int, emitted) -> None:
         """Every window whose end the watermark passed fires, all keys at once, earliest first, and is dropped

@@ -90,6 +90,10 @@ class Reduce:
     def merge(self, a, b):
         return self.reduce(a, b)
 
+    def fold_into(self, backend, state_name: str, keys: list, values: list) -> None:
+        """Fold ``values`` into the panes of ``keys`` in value state ``state_name``, in order."""
+        backend.fold_many(state_name, keys, values, self.add)
+
     def result(self, accumulator) -> list:
         return [accumulator]
 
@@ -110,6 +114,10 @@ class Aggregate:
     def merge(self, a, b):
         return self.function.merge(a, b)
 
+    def fold_into(self, backend, state_name: str, keys: list, values: list) -> None:
+        function = self.function
+        backend.aggregate_many(state_name, keys, values, function.add, function.create_accumulator)
+
     def result(self, accumulator) -> list:
         return [self.function.get_result(accumulator)]
 
@@ -127,6 +135,9 @@ class Elements:
 
     def merge(self, a, b):
         return a + b
+
+    def fold_into(self, backend, state_name: str, keys: list, values: list) -> None:
+        backend.fold_many(state_name, keys, values, self.add)
 
     def result(self, elements) -> list:
         return elements

@@ -592,6 +592,31 @@ def test_fold_many_folds_each_keys_values_in_their_order_and_keeps_snapshots_as_
     assert copy_.get_many("joined", ["a", "b"]) == [["start"], None]
 
 
+def test_aggregate_many_adds_each_keys_values_to_a_new_or_stored_accumulator_in_their_order(keyed):
+    """An AggregateFunction's add(value, accumulator) and create_accumulator(), as a window's panes use them:
+    the accumulator changed in place stays out of a snapshot taken before."""
+    backend = keyed()
+    backend.get_state(ValueStateDescriptor("joined"))
+    backend.put_many("joined", ["a"], [["start"]])
+    snapshot = backend.snapshot()
+    created = []
+
+    def add(value, accumulator):
+        accumulator.append(value)
+        return accumulator
+
+    def create():
+        created.append(1)
+        return []
+
+    backend.aggregate_many("joined", ["a", "b", "a", "b", "a"], [1, 2, 3, 4, 5], add, create)
+    assert backend.get_many("joined", ["a", "b", "c"]) == [["start", 1, 3, 5], [2, 4], None]
+    assert len(created) == 1, "one accumulator created, for the key that had none"
+    copy_ = restored(keyed, rows_of(snapshot))
+    copy_.get_state(ValueStateDescriptor("joined"))
+    assert copy_.get_many("joined", ["a", "b"]) == [["start"], None]
+
+
 def test_snapshot_is_none_without_state(keyed):
     backend = keyed()
     assert backend.snapshot() is None, "nothing declared"

@@ -358,6 +358,11 @@ def test_bulk_access_respects_expiry():
     assert backend.get_many("s", ["a"]) == [101]
     clock.now = 16_000
     assert sorted(backend.keys("s")) == ["a"]
+    backend.aggregate_many("s", ["a", "e"], [1, 1], lambda value, total: total + value, lambda: 1_000)
+    assert backend.get_many("s", ["a", "e"]) == [102, 1_001]
+    clock.now = 27_000  # both written at 16 s: expired, so an add starts from a new accumulator
+    backend.aggregate_many("s", ["a"], [1], lambda value, total: total + value, lambda: 1_000)
+    assert backend.get_many("s", ["a", "e"]) == [1_001, None]
 
 
 def old_and_new_elements():
