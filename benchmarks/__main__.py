@@ -209,91 +209,96 @@ def main(argv=None) -> int:
 
     records = 50_000 if args.quick else 10_000_000  # ~9 s a run: fixed start/stop costs stay under 2%
     columnar_records = 500_000 if args.quick else 100_000_000  # ~10 s at the columnar path's rate
-    spark = start_spark(args.parallelism)
-    repeats = args.repeats or (1 if args.quick else 3)
-    run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up: Python workers, JIT
-    run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism, columnar=True)
-    # execute() to the first record at the sink on this warm session, and its parts; SSS's start() to its first output
-    startup = run_startup(spark, 2 if args.quick else 7, 20_000 if args.quick else 200_000, args.keys, args.parallelism,
-                          sss_runs=1 if args.quick else None, sss_warm_up=not args.quick)
-    # (columnar, checkpoints): checkpoints are None, "aligned" or "unaligned" (the record API only)
-    runs: dict[tuple[bool, str | None], list] = {(c, k): [] for c in (False, True) for k in (None, "aligned")}
-    runs[False, "unaligned"] = []
-    for repeat in range(repeats):  # alternated, so that drifts of the machine hit every variant alike:
-        for columnar in (False, True):  # the variants of one path back to back, taking turns to go first
-            kinds = [k for c, k in runs if c == columnar]
-            for checkpoints_kind in kinds[repeat % len(kinds):] + kinds[:repeat % len(kinds)]:
-                n = columnar_records if columnar else records
-                with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
-                    runs[columnar, checkpoints_kind].append(run_chandy_reference_job(
-                        spark, n, args.keys, args.parallelism, checkpoints if checkpoints_kind else None, columnar,
-                        unaligned=checkpoints_kind == "unaligned"))
-    chandy, checkpointed = median_run(runs[False, None]), median_run(runs[False, "aligned"])
-    unaligned_checkpointed = median_run(runs[False, "unaligned"])
-    columnar, columnar_checkpointed = median_run(runs[True, None]), median_run(runs[True, "aligned"])
-    baseline = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
-                                     seconds=1 if args.quick else 30, min_batches=sss_batches)
-    # (quick: 100 rows a batch, a second each where 1,000 took 3.5 s: each key's state goes through the state server)
-    python_state = run_python_state_count(spark, args.keys, rows_per_batch=100 if args.quick else 20_000,
-                                          seconds=1 if args.quick else 40, min_batches=sss_batches)
-    # latency at half of each system's measured peak (DESIGN §7); Chandy's at a quarter too, which tells
-    # the engine's own latency from queueing when the machine's speed varies during the run
-    # (quick: 1 s runs; the checkpoint a bounded job takes at its end has an alignment too)
-    latencies = [
-        run_chandy_latency(spark, chandy["records_per_s"] / 2, 1 if args.quick else 10, args.keys, args.parallelism),
-        run_chandy_latency(spark, chandy["records_per_s"] / 4, 1 if args.quick else 10, args.keys, args.parallelism),
-        run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 1 if args.quick else 20, args.keys, sss_batches),
-    ]
-    recovery = run_recovery(spark, 400_000 if args.quick else 8_000_000, args.keys, args.parallelism,
-                            full_rate=chandy["records_per_s"], interval_ms=200 if args.quick else 1000)
-    # throughput while 1 KiB-per-key state is checkpointed: 10 MB (quick), 100 MB and 1 GB
-    # (quick: paced at 500k/s for 3 s, so that its checkpoints fall within the run however fast the machine is)
-    dips = [run_checkpoint_dip(spark, keys, 1024, 3 if args.quick else 24,
-                               500_000 if args.quick else checkpointed["records_per_s"], args.parallelism,
-                               interval_s=1 if args.quick else 5, paced=args.quick)
-            for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
-    # the windowed reference job (10 s tumbling event-time count per key) beside SSS's windowed count
-    window_records = 200_000 if args.quick else 10_000_000  # ~10 s a run, as the reference job
-    expected_windows = reference(window_records)
-    window_runs = []
-    for repeat in range(repeats):
-        with tempfile.TemporaryDirectory(prefix="chandy-bench-window-ck-") as checkpoints:
-            window_runs.append(run_chandy_windowed(spark, window_records, args.parallelism, checkpoints,
-                                                   expected_windows))
-    windowed = median_run(window_runs)
-    sss_windowed = run_sss_windowed(spark, rows_per_batch=20_000 if args.quick else 500_000,
-                                    seconds=1 if args.quick else 30, min_batches=sss_batches)
-    window_latencies = [
-        run_chandy_window_latency(spark, (windowed["records_per_s"] or 100_000) / 2, 1.5 if args.quick else 10,
-                                  args.parallelism),
-        run_sss_window_latency(spark, (sss_windowed["records_per_s"] or 100_000) / 2, 2 if args.quick else 20,
-                               sss_batches),
-    ]
-    # the same bounded job in batch and in streaming mode, alternated: batch mode is there to be faster
-    bounded_records = 200_000 if args.quick else 10_000_000
-    expected_bounded = expected_counts(bounded_records, args.keys)
-    bounded_runs: dict = {RuntimeExecutionMode.BATCH: [], RuntimeExecutionMode.STREAMING: []}
-    for repeat in range(repeats):
-        modes = [RuntimeExecutionMode.BATCH, RuntimeExecutionMode.STREAMING]
-        for mode in modes if repeat % 2 == 0 else modes[::-1]:
-            bounded_runs[mode].append(run_bounded_reduce(spark, bounded_records, args.keys, args.parallelism, mode,
-                                                         expected_bounded))
-    batch, streaming = (median_run(bounded_runs[m]) for m in (RuntimeExecutionMode.BATCH,
-                                                              RuntimeExecutionMode.STREAMING))
-    # checkpoints behind a sink taking 2 ms per record: aligned and unaligned, without and with debloating (quick:
-    # 0.2 ms, so that a cancelled job's sink, asleep for a batch of 4,096 records, holds its Spark task 0.8 s, not 8:
-    # Spark then kills its Python worker, and the next job waited for new ones past its 1 s window)
-    per_record_ms = 0.2 if args.quick else 2.0
-    # quick: checkpoints every 200 ms, and each variant's window lasts until one has completed, so that what the
-    # report says of checkpoints under backpressure is about some
-    backpressure = [run_backpressure(spark, per_record_ms, 1.0 if args.quick else 30, args.parallelism, debloat,
-                                     unaligned, timeout, interval_ms=200 if args.quick else 1000,
-                                     min_checkpoints=1 if args.quick else 0)
-                    for unaligned, debloat, timeout in ((False, False, 0), (False, True, 0), (True, False, 0),
-                                                        (True, True, 0), (True, True, 300))]
-    savepoints = [run_savepoint(spark, keys, 1024, args.parallelism)
-                  for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
-    spark.stop()
+    with spark_session(args.parallelism) as spark:
+        repeats = args.repeats or (1 if args.quick else 3)
+        run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism)  # warm-up: Python workers, JIT
+        run_chandy_reference_job(spark, 10_000, args.keys, args.parallelism, columnar=True)
+        # execute() to the first record at the sink on this warm session, and its parts; SSS's start() to its
+        # first output
+        startup = run_startup(spark, 2 if args.quick else 7, 20_000 if args.quick else 200_000, args.keys,
+                              args.parallelism, sss_runs=1 if args.quick else None, sss_warm_up=not args.quick)
+        # (columnar, checkpoints): checkpoints are None, "aligned" or "unaligned" (the record API only)
+        runs: dict[tuple[bool, str | None], list] = {(c, k): [] for c in (False, True) for k in (None, "aligned")}
+        runs[False, "unaligned"] = []
+        for repeat in range(repeats):  # alternated, so that drifts of the machine hit every variant alike:
+            for columnar in (False, True):  # the variants of one path back to back, taking turns to go first
+                kinds = [k for c, k in runs if c == columnar]
+                for checkpoints_kind in kinds[repeat % len(kinds):] + kinds[:repeat % len(kinds)]:
+                    n = columnar_records if columnar else records
+                    with tempfile.TemporaryDirectory(prefix="chandy-bench-ck-") as checkpoints:
+                        runs[columnar, checkpoints_kind].append(run_chandy_reference_job(
+                            spark, n, args.keys, args.parallelism, checkpoints if checkpoints_kind else None, columnar,
+                            unaligned=checkpoints_kind == "unaligned"))
+        chandy, checkpointed = median_run(runs[False, None]), median_run(runs[False, "aligned"])
+        unaligned_checkpointed = median_run(runs[False, "unaligned"])
+        columnar, columnar_checkpointed = median_run(runs[True, None]), median_run(runs[True, "aligned"])
+        baseline = run_jvm_groupby_count(spark, args.keys, rows_per_batch=20_000 if args.quick else 200_000,
+                                         seconds=1 if args.quick else 30, min_batches=sss_batches)
+        # (quick: 100 rows a batch, a second each where 1,000 took 3.5 s: each key's state goes through the state
+        # server)
+        python_state = run_python_state_count(spark, args.keys, rows_per_batch=100 if args.quick else 20_000,
+                                              seconds=1 if args.quick else 40, min_batches=sss_batches)
+        # latency at half of each system's measured peak (DESIGN §7); Chandy's at a quarter too, which tells
+        # the engine's own latency from queueing when the machine's speed varies during the run
+        # (quick: 1 s runs; the checkpoint a bounded job takes at its end has an alignment too)
+        latencies = [
+            run_chandy_latency(spark, chandy["records_per_s"] / 2, 1 if args.quick else 10, args.keys,
+                               args.parallelism),
+            run_chandy_latency(spark, chandy["records_per_s"] / 4, 1 if args.quick else 10, args.keys,
+                               args.parallelism),
+            run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 1 if args.quick else 20, args.keys,
+                            sss_batches),
+        ]
+        recovery = run_recovery(spark, 400_000 if args.quick else 8_000_000, args.keys, args.parallelism,
+                                full_rate=chandy["records_per_s"], interval_ms=200 if args.quick else 1000)
+        # throughput while 1 KiB-per-key state is checkpointed: 10 MB (quick), 100 MB and 1 GB
+        # (quick: paced at 500k/s for 3 s, so that its checkpoints fall within the run however fast the machine is)
+        dips = [run_checkpoint_dip(spark, keys, 1024, 3 if args.quick else 24,
+                                   500_000 if args.quick else checkpointed["records_per_s"], args.parallelism,
+                                   interval_s=1 if args.quick else 5, paced=args.quick)
+                for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
+        # the windowed reference job (10 s tumbling event-time count per key) beside SSS's windowed count
+        window_records = 200_000 if args.quick else 10_000_000  # ~10 s a run, as the reference job
+        expected_windows = reference(window_records)
+        window_runs = []
+        for repeat in range(repeats):
+            with tempfile.TemporaryDirectory(prefix="chandy-bench-window-ck-") as checkpoints:
+                window_runs.append(run_chandy_windowed(spark, window_records, args.parallelism, checkpoints,
+                                                       expected_windows))
+        windowed = median_run(window_runs)
+        sss_windowed = run_sss_windowed(spark, rows_per_batch=20_000 if args.quick else 500_000,
+                                        seconds=1 if args.quick else 30, min_batches=sss_batches)
+        window_latencies = [
+            run_chandy_window_latency(spark, (windowed["records_per_s"] or 100_000) / 2, 1.5 if args.quick else 10,
+                                      args.parallelism),
+            run_sss_window_latency(spark, (sss_windowed["records_per_s"] or 100_000) / 2, 2 if args.quick else 20,
+                                   sss_batches),
+        ]
+        # the same bounded job in batch and in streaming mode, alternated: batch mode is there to be faster
+        bounded_records = 200_000 if args.quick else 10_000_000
+        expected_bounded = expected_counts(bounded_records, args.keys)
+        bounded_runs: dict = {RuntimeExecutionMode.BATCH: [], RuntimeExecutionMode.STREAMING: []}
+        for repeat in range(repeats):
+            modes = [RuntimeExecutionMode.BATCH, RuntimeExecutionMode.STREAMING]
+            for mode in modes if repeat % 2 == 0 else modes[::-1]:
+                bounded_runs[mode].append(run_bounded_reduce(spark, bounded_records, args.keys, args.parallelism, mode,
+                                                             expected_bounded))
+        batch, streaming = (median_run(bounded_runs[m]) for m in (RuntimeExecutionMode.BATCH,
+                                                                  RuntimeExecutionMode.STREAMING))
+        # checkpoints behind a sink taking 2 ms per record: aligned and unaligned, without and with debloating
+        # (quick: 0.2 ms, so that a cancelled job's sink, asleep for a batch of 4,096 records, holds its Spark task
+        # 0.8 s, not 8: Spark then kills its Python worker, and the next job waited for new ones past its 1 s
+        # window)
+        per_record_ms = 0.2 if args.quick else 2.0
+        # quick: checkpoints every 200 ms, and each variant's window lasts until one has completed, so that what the
+        # report says of checkpoints under backpressure is about some
+        backpressure = [run_backpressure(spark, per_record_ms, 1.0 if args.quick else 30, args.parallelism, debloat,
+                                         unaligned, timeout, interval_ms=200 if args.quick else 1000,
+                                         min_checkpoints=1 if args.quick else 0)
+                        for unaligned, debloat, timeout in ((False, False, 0), (False, True, 0), (True, False, 0),
+                                                            (True, True, 0), (True, True, 300))]
+        savepoints = [run_savepoint(spark, keys, 1024, args.parallelism)
+                      for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
     steadiness.append(cpu_steadiness(steadiness_samples))
 
     report = {"benchmark": "throughput", "quick": args.quick, "machine": describe_machine(),
