@@ -298,24 +298,17 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         """One lookup per record for the read and the write (``get_many`` and ``put_many`` cost one each)."""
         if state_name in self._ttl_names:
             return self._ttl_state(state_name, "fold_many").fold_many(keys, values, fold)
-        groups = self._tables[state_name]
-        cached, group_of = self._group_of.get, self.key_group_of
-        watching = self._watching
-        for key, value in zip(keys, values):
-            group = cached(key)
-            if group is None:
-                group = group_of(key)
-            if watching:
-                self._touch(group)
-            table = groups.get(group)
-            if table is None:
-                table = groups[group] = {}
-            table[key] = fold(table.get(key), value)
+        self._fold(state_name, keys, values, fold, None)
 
     def aggregate_many(self, state_name: str, keys: list, values: list, add, create) -> None:
         """As fold_many, calling the aggregate function's ``add`` itself: no adapter's call per record."""
         if state_name in self._ttl_names:
             return super().aggregate_many(state_name, keys, values, add, create)
+        self._fold(state_name, keys, values, add, create)
+
+    def _fold(self, state_name: str, keys: list, values: list, function, create) -> None:
+        """fold_many's loop (``create`` None: ``function(current or None, value)``) and aggregate_many's
+        (``function(value, current or create())``): one branch per record costs less than an adapter's call."""
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of
         watching = self._watching
@@ -328,8 +321,11 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             table = groups.get(group)
             if table is None:
                 table = groups[group] = {}
-            accumulator = table.get(key)
-            table[key] = add(value, create() if accumulator is None else accumulator)
+            current = table.get(key)
+            if create is None:
+                table[key] = function(current, value)
+            else:
+                table[key] = function(value, create() if current is None else current)
 
     # -- snapshots ------------------------------------------------------------------------------------
 
