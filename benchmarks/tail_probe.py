@@ -5,7 +5,8 @@ arrival time, every garbage collection in the workers (when, how long, which gen
     python -m benchmarks.tail_probe [--rate 250000] [--seconds 12] [--repeats 3] [--conf key=value]
 
 Prints, for the records above the p99: how many arrived during a checkpoint (trigger to completion, plus 50 ms),
-how many within 20 ms after a collection of the second generation, and the collections' pauses by generation.
+how many within 20 ms after a collection of the second generation, and the collections' pauses by generation and
+by the kind of thread that ran them (a chain's subtask, a channel's reader, ...).
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import re
 import sys
+import threading
 import time
 
 from benchmarks.latency import SAMPLE_EVERY, percentiles, run_latency_job
 from operators import Sink, SinkWriter
 
-_PAUSES: list = []  # (wall start, seconds, generation) of every collection in this worker process
+_PAUSES: list = []  # (wall start, seconds, generation, thread kind) of every collection in this worker process
 _STARTED: list = [0.0]
 
 
@@ -27,7 +30,18 @@ def _on_gc(phase: str, info: dict) -> None:
     if phase == "start":
         _STARTED[0] = time.perf_counter()
     else:
-        _PAUSES.append((time.time(), time.perf_counter() - _STARTED[0], info["generation"]))
+        _PAUSES.append((time.time(), time.perf_counter() - _STARTED[0], info["generation"],
+                        thread_kind(threading.current_thread().name)))
+
+
+def thread_kind(name: str) -> str:
+    """What a worker thread does, from its name: a chain's subtask, a channel's reader, ...
+
+    >>> thread_kind("chandy-1.0"), thread_kind("chandy-read"), thread_kind("Thread-3")
+    ('subtask of chain 1', 'chandy-read', 'Thread-3')
+    """
+    chain = re.fullmatch(r"chandy-(\d+)\.\d+", name)
+    return f"subtask of chain {chain.group(1)}" if chain else name
 
 
 def _watch_collections() -> None:
@@ -81,13 +95,15 @@ def run_probe(spark, rate: float, seconds: float, keys: int, parallelism: int) -
     slow = [s for s in samples if s[1] * 1000 >= threshold]
     in_checkpoint = sum(any(t0 <= s[0] <= t1 + 0.05 for t0, t1, _ in checkpoints_) for s in slow)
     after_gen2 = sum(any(0 <= s[0] - p[0] <= 0.02 + p[1] for p in pauses if p[2] == 2) for s in slow)
-    by_gen = {}
-    for _, seconds_, generation in pauses:
+    by_gen, by_thread = {}, {}
+    for _, seconds_, generation, kind in pauses:
         by_gen.setdefault(generation, []).append(seconds_ * 1000)
+        by_thread.setdefault(kind, []).append(seconds_ * 1000)
     return {"rate": round(rate), **stats, "samples": len(samples), "slow": len(slow),
             "slow_during_checkpoint": in_checkpoint, "slow_after_gen2": after_gen2,
             "gc": {g: {"count": len(v), "max_ms": round(max(v), 2), "total_ms": round(sum(v), 1)}
                    for g, v in sorted(by_gen.items())},
+            "gc_by_thread": {k: {"count": len(v), "total_ms": round(sum(v), 1)} for k, v in sorted(by_thread.items())},
             "checkpoints": [{"sync_ms": round(c.sync_ms, 2), "alignment_ms": round(c.alignment_ms, 2),
                              "start_delay_ms": round(c.start_delay_ms, 2), "duration_ms": round(c.duration_ms, 1)}
                             for _, _, c in checkpoints_],
