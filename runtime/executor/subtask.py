@@ -152,14 +152,19 @@ class SubtaskRunner:
         """Records of the second input of a two-input head operator (``connect``)."""
         if self._counts is not None:
             self._counts[0] += count_records(records)
+        young = self.slot.young_thresholds
+        set_gc_threshold(young.within)  # as _push does for the first input
         try:
-            records = self.operators[0].process_batch2(records)
-        except Cancelled:
-            raise
-        except Exception as exc:
-            raise OperatorError(self.chain.operators[0], exc) from exc
-        if records:
-            self._push(records, 1)
+            try:
+                records = self.operators[0].process_batch2(records)
+            except Cancelled:
+                raise
+            except Exception as exc:
+                raise OperatorError(self.chain.operators[0], exc) from exc
+            if records:
+                self._through_chain(records, 1)
+        finally:
+            set_gc_threshold(young.between)
 
     def _push(self, records: list, start: int) -> None:
         """``records``, the output of operator ``start - 1`` (the input when 0), through the rest of the chain;

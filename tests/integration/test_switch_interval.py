@@ -5,7 +5,7 @@ Read by the job's own functions on the workers; nothing is timed."""
 
 import gc
 
-from operators import CollectSink
+from operators import CollectSink, CoMapFunction
 from runtime import Types
 
 KEY = "spark.chandy.gilSwitchInterval"
@@ -44,3 +44,20 @@ def test_a_subtask_processes_its_batches_with_the_young_threshold_raised(env):
     sink = CollectSink()
     env.from_sequence(0, 999).map(lambda x: gc.get_threshold()[0]).sink_to(sink)  # one chain a slot
     assert env.execute("young-threshold").collected(sink) == [100 * gc.get_threshold()[0]] * 1000
+
+
+class _Thresholds(CoMapFunction):
+    def map1(self, value):
+        return "first", gc.get_threshold()[0]
+
+    def map2(self, value):
+        return "second", gc.get_threshold()[0]
+
+
+def test_a_two_input_operator_processes_both_inputs_with_the_young_threshold_raised(env):
+    env.set_parallelism(1)
+    sink = CollectSink()
+    env.from_sequence(0, 99).connect(env.from_sequence(0, 99)).map(_Thresholds()).sink_to(sink)
+    raised = 100 * gc.get_threshold()[0]
+    assert sorted(env.execute("young-threshold-two-inputs").collected(sink)) == \
+        [("first", raised)] * 100 + [("second", raised)] * 100
