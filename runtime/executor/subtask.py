@@ -152,27 +152,29 @@ class SubtaskRunner:
         """Records of the second input of a two-input head operator (``connect``)."""
         if self._counts is not None:
             self._counts[0] += count_records(records)
-        young = self.slot.young_thresholds
-        set_gc_threshold(young.within)  # as _push does for the first input
+        self._within_batch(self._second_through_chain, records)
+
+    def _second_through_chain(self, records: list) -> None:
         try:
-            try:
-                records = self.operators[0].process_batch2(records)
-            except Cancelled:
-                raise
-            except Exception as exc:
-                raise OperatorError(self.chain.operators[0], exc) from exc
-            if records:
-                self._through_chain(records, 1)
-        finally:
-            set_gc_threshold(young.between)
+            records = self.operators[0].process_batch2(records)
+        except Cancelled:
+            raise
+        except Exception as exc:
+            raise OperatorError(self.chain.operators[0], exc) from exc
+        if records:
+            self._through_chain(records, 1)
 
     def _push(self, records: list, start: int) -> None:
-        """``records``, the output of operator ``start - 1`` (the input when 0), through the rest of the chain;
-        the young collections its objects call for come after it (runtime.gc_pause)."""
+        """``records``, the output of operator ``start - 1`` (the input when 0), through the rest of the chain."""
+        self._within_batch(self._through_chain, records, start)
+
+    def _within_batch(self, work, *args) -> None:
+        """``work(*args)`` with the young generation's threshold raised: the collections its objects call for come
+        after it (runtime.gc_pause)."""
         young = self.slot.young_thresholds
         set_gc_threshold(young.within)
         try:
-            self._through_chain(records, start)
+            work(*args)
         finally:
             set_gc_threshold(young.between)
 
