@@ -181,7 +181,7 @@ def main(argv=None) -> int:
     from benchmarks.backpressure import run_backpressure, run_savepoint
     from benchmarks.batch import expected_counts, run_bounded_reduce
     from benchmarks.checkpoint_dip import describe as describe_dip, run_checkpoint_dip
-    from benchmarks.latency import run_chandy_latency, run_sss_latency
+    from benchmarks.latency import run_chandy_latency, run_latency_job_peak, run_sss_latency
     from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.recovery import run_recovery
     from benchmarks.snapshot import measure_snapshot
@@ -244,12 +244,17 @@ def main(argv=None) -> int:
         # (quick: 1 s runs; the checkpoint a bounded job takes at its end has an alignment too)
         latencies = [
             run_chandy_latency(spark, chandy["records_per_s"] / 2, 1 if args.quick else 10, args.keys,
-                               args.parallelism),
+                               args.parallelism, "half of the reference job's peak"),
             run_chandy_latency(spark, chandy["records_per_s"] / 4, 1 if args.quick else 10, args.keys,
-                               args.parallelism),
+                               args.parallelism, "a quarter of the reference job's peak"),
             run_sss_latency(spark, (baseline["records_per_s"] or 2) / 2, 1 if args.quick else 20, args.keys,
                             sss_batches),
         ]
+        # and at half of the latency job's own peak (its tuples cost more per record than the reference job's ints)
+        latency_peak = run_latency_job_peak(spark, 100_000 if args.quick else int(chandy["records_per_s"] * 5),
+                                            args.keys, args.parallelism)
+        latencies.append(run_chandy_latency(spark, latency_peak / 2, 1 if args.quick else 10, args.keys,
+                                            args.parallelism, f"half of its own peak ({latency_peak:,.0f}/s)"))
         recovery = run_recovery(spark, 400_000 if args.quick else 8_000_000, args.keys, args.parallelism,
                                 full_rate=chandy["records_per_s"], interval_ms=200 if args.quick else 1000)
         # throughput while 1 KiB-per-key state is checkpointed: 10 MB (quick), 100 MB and 1 GB
@@ -329,7 +334,8 @@ def main(argv=None) -> int:
         alignment = f", checkpoint alignment up to {row['max_alignment_ms']} ms" if "max_alignment_ms" in row else ""
         measured = (f"p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, max {row['max_ms']} ms{alignment}"
                     if row["measured"] else "measured nothing")
-        print(f"latency {row['variant']:34} at {row['rate']:>9,}/s: {measured}")
+        basis = f" ({row['basis']})" if row.get("basis") else ""
+        print(f"latency {row['variant']:34} at {row['rate']:>9,}/s{basis}: {measured}")
     overhead = paired_overhead(runs[False, None], runs[False, "aligned"])
     unaligned_overhead = paired_overhead(runs[False, "aligned"], runs[False, "unaligned"])
     columnar_overhead = paired_overhead(runs[True, None], runs[True, "aligned"])

@@ -37,8 +37,12 @@ def test_quick_benchmark_runs_and_every_measured_variant_is_exact(tmp_path):
     assert all(variants[v]["measured"] for v in CHANDY_VARIANTS), "Chandy's own variants always measure"
     assert [row["variant"] for row in report["latency"]] == ["chandy-record-api-checkpoints-1s",
                                                              "chandy-record-api-checkpoints-1s",
-                                                             "spark-sss-jvm-groupby-count"]
+                                                             "spark-sss-jvm-groupby-count",
+                                                             "chandy-record-api-checkpoints-1s"]
     assert report["latency"][0]["rate"] > report["latency"][1]["rate"], "half of the peak, then a quarter"
+    own = report["latency"][3]
+    assert own["basis"].startswith("half of its own peak") and own["rate"] > 0 and own["measured"], own
+    assert f"({own['basis']})" in out.stdout
     assert all(isinstance(row["max_alignment_ms"], (int, float)) for row in report["latency"][:2])
     checkpointed = variants["chandy-record-api-checkpoints-1s"]  # quick runs may end before the first checkpoint
     assert checkpointed["median_alignment_ms"] is None if checkpointed["checkpoints"] == 0 \
