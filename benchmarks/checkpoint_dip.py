@@ -8,7 +8,7 @@ are compared with the others. The dip is ``1 - rate during checkpoints / rate be
 
 A dip depends on how long a checkpoint lasts as much as on what it costs (the same work spread over twice the time
 halves it), so the row also gives the share of the job's capacity that checkpoints took over the run
-(``lost_share``), beside what they would take if they cost the job only what one costs alone
+(``lost_share``), and for the heap beside what they would take if they cost the job only what one costs alone
 (:func:`measure_checkpoint_cost`: pickling and writing a subtask's state in this process, nothing competing).
 
     python -m benchmarks.checkpoint_dip [--keys 1000000] [--seconds 24] [--interval 5] [--repeats 1]
