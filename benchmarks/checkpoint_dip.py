@@ -276,7 +276,7 @@ def main(argv=None) -> int:
     parser.add_argument("--parallelism", type=int, default=2)
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import spark_session
+    from benchmarks.session import spark_session
     from benchmarks.machine import steadied
 
     with spark_session(args.parallelism) as spark:

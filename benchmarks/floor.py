@@ -212,7 +212,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import describe_run, report_header, spark_session, write_report
+    from benchmarks.reporting import describe_run, report_header, write_report
+    from benchmarks.session import spark_session
     from benchmarks.machine import cpu_steadiness
 
     steadiness = [cpu_steadiness()]

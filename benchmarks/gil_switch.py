@@ -125,7 +125,8 @@ def main(argv=None) -> int:
     if "peak" in skip and args.rate is None:
         parser.error("--skip peak needs --rate: the load is half of the round's peak otherwise")
 
-    from benchmarks.__main__ import describe_run, report_header, spark_session, write_report
+    from benchmarks.reporting import describe_run, report_header, write_report
+    from benchmarks.session import spark_session
     from benchmarks.latency import run_chandy_latency
     from benchmarks.machine import cpu_steadiness, job_cpu_seconds
     from benchmarks.queryable_state import run_queryable_job

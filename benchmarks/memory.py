@@ -407,7 +407,7 @@ def measure_backend(spark, backend: str, keys: int, parallelism: int, steady_s: 
 def spark_session(slots: int):
     """A session, for the block, whose Python workers are not reused: each job's memory is its own, from a fresh
     process."""
-    from benchmarks.__main__ import spark_session as session
+    from benchmarks.session import spark_session as session
 
     return session(slots, {"spark.python.worker.reuse": "false"})
 
@@ -422,7 +422,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import steadiness_verdict, write_report
+    from benchmarks.reporting import steadiness_verdict, write_report
     from benchmarks.machine import cpu_steadiness, describe_machine
 
     keys = args.keys or (20_000 if args.quick else 1_000_000)

@@ -58,7 +58,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import ratio, spark_session, steadiness_verdict, write_report
+    from benchmarks.reporting import ratio, steadiness_verdict, write_report
+    from benchmarks.session import spark_session
     from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.spark_baseline import run_jvm_groupby_count
     from benchmarks.throughput import alternated_reference_runs, run_chandy_reference_job

@@ -132,7 +132,7 @@ def main(argv=None) -> None:
     if shutil.which("py-spy") is None and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "py-spy")):
         raise SystemExit("benchmarks.profile needs py-spy: pip install py-spy")
 
-    from benchmarks.__main__ import spark_session
+    from benchmarks.session import spark_session
     from benchmarks.machine import job_cpu_seconds
     from benchmarks.throughput import run_chandy_reference_job
 

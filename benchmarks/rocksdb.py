@@ -193,7 +193,8 @@ def main(argv=None) -> int:
     parser.add_argument("--large", action="store_true", help="also 10 GB of state on RocksDB (several minutes)")
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import median_run, ratio, spark_session, steadiness_verdict, write_report
+    from benchmarks.reporting import median_run, ratio, steadiness_verdict, write_report
+    from benchmarks.session import spark_session
     from benchmarks.checkpoint_dip import run_checkpoint_dip
     from benchmarks.machine import cpu_steadiness, describe_machine
     from benchmarks.recovery import run_recovery

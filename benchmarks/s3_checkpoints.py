@@ -42,7 +42,8 @@ def main(argv=None) -> int:
     from tests.s3_server import configure_environment, start_server
 
     configure_environment()  # before Spark starts: its executors inherit the endpoint and the credentials
-    from benchmarks.__main__ import spark_session, steadiness_verdict, write_report
+    from benchmarks.reporting import steadiness_verdict, write_report
+    from benchmarks.session import spark_session
     from benchmarks.checkpoint_dip import run_checkpoint_dip
     from benchmarks.machine import cpu_steadiness, describe_machine
 

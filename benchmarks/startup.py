@@ -1,6 +1,6 @@
 """Start-up: from ``execute_async()`` to the first record at the sink with a warm SparkSession, and its parts.
 
-Target (issue 36): at most 2 s. One SparkSession (``benchmarks.__main__.start_spark``), warmed by a throwaway job,
+Target (issue 36): at most 2 s. One SparkSession (``benchmarks.session.start_spark``), warmed by a throwaway job,
 runs the reference job of ``benchmarks.throughput`` (record API, exactly-once checkpoints every second) several
 times. A run's total goes from the call to ``execute_async()`` to the time the benchmark sink noted for its first
 record; its parts come from the runtime's start-up marks (:mod:`runtime.protocol.startup`, taken by the driver and
@@ -149,7 +149,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     args = parser.parse_args(argv)
 
-    from benchmarks.__main__ import describe_run, report_header, spark_session, write_report
+    from benchmarks.reporting import describe_run, report_header, write_report
+    from benchmarks.session import spark_session
     from benchmarks.machine import cpu_steadiness
     from benchmarks.throughput import run_chandy_reference_job
 

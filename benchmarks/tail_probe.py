@@ -127,7 +127,7 @@ def main(argv=None) -> int:
 
     import json
 
-    from benchmarks.__main__ import spark_session
+    from benchmarks.session import spark_session
     from benchmarks.machine import steadied
 
     with spark_session(args.parallelism) as spark:

@@ -29,6 +29,7 @@ PACKAGE = "package: its modules carry the examples"
 # one, so that a new module comes with an example; a module listed here that gains one must leave the list.
 NO_EXAMPLES = {
     "benchmarks": "empty package file",
+    "benchmarks.__main__": BENCHMARK,
     "benchmarks.latency": BENCHMARK,
     "benchmarks.backpressure": BENCHMARK,
     "benchmarks.recovery": BENCHMARK,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.__main__ import format_rate, format_ratio, median_run, paired_overhead, ratio, results_ok
+from benchmarks.reporting import format_rate, format_ratio, median_run, paired_overhead, ratio, results_ok
 from benchmarks.spark_baseline import _counts_are_exact, _rate, _result
 
 
