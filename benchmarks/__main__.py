@@ -9,7 +9,6 @@ default is for reporting.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import sys
 
@@ -19,8 +18,8 @@ from benchmarks.reporting import (
     median_run,
     paired_overhead,
     ratio,
+    report_header,
     results_ok,
-    steadiness_verdict,
     write_report,
 )
 from benchmarks.session import ROOT, spark_session
@@ -45,7 +44,7 @@ def main(argv=None) -> int:
     from benchmarks.batch import expected_counts, run_bounded_reduce
     from benchmarks.checkpoint_dip import describe as describe_dip, run_checkpoint_dip
     from benchmarks.latency import run_chandy_latency, run_latency_job_peak, run_sss_latency
-    from benchmarks.machine import cpu_steadiness, describe_machine
+    from benchmarks.machine import cpu_steadiness
     from benchmarks.recovery import run_recovery
     from benchmarks.snapshot import measure_snapshot
     from benchmarks.spark_baseline import MIN_MEASURED_BATCHES, run_jvm_groupby_count, run_python_state_count
@@ -122,14 +121,15 @@ def main(argv=None) -> int:
                                 full_rate=chandy["records_per_s"], interval_ms=200 if args.quick else 1000)
         # throughput while 1 KiB-per-key state is checkpointed: 10 MB (quick), 100 MB and 1 GB
         # (quick: paced at 500k/s for 3 s, so that its checkpoints fall within the run however fast the machine is)
+        largest = 10_000 if args.quick else 1_000_000  # keys of 1 KiB: 10 MB, 1 GB
         dips = [run_checkpoint_dip(spark, keys, 1024, 3 if args.quick else 24,
                                    500_000 if args.quick else checkpointed["records_per_s"], args.parallelism,
                                    interval_s=1 if args.quick else 5, paced=args.quick)
-                for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
+                for keys in ((largest,) if args.quick else (100_000, largest))]
         # RocksDB with incremental checkpoints, 1 GB (quick: 10 MB, paced at 20k/s, a rate it keeps): 6 passes over
         # the keys, the first filling the state (~2 min at its ~60k records/s on this machine)
-        dips.append(run_checkpoint_dip(spark, dips[-1]["keys"], 1024, 3 if args.quick else 6,
-                                       20_000 if args.quick else dips[-1]["keys"], args.parallelism,
+        dips.append(run_checkpoint_dip(spark, largest, 1024, 3 if args.quick else 6,
+                                       20_000 if args.quick else largest, args.parallelism,
                                        interval_s=1 if args.quick else 5, paced=args.quick,
                                        state_backend=EmbeddedRocksDBStateBackend(True)))
         # the windowed reference job (10 s tumbling event-time count per key) beside SSS's windowed count
@@ -176,10 +176,7 @@ def main(argv=None) -> int:
                       for keys in ((10_000,) if args.quick else (100_000, 1_000_000))]
     steadiness.append(cpu_steadiness(steadiness_samples))
 
-    report = {"benchmark": "throughput", "quick": args.quick, "machine": describe_machine(),
-              "cpu_steadiness": {"before": steadiness[0], "after": steadiness[1],
-                                 "verdict": steadiness_verdict(steadiness)},
-              "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    report = {**report_header("throughput", args.quick, steadiness),
               "results": [chandy, checkpointed, columnar, columnar_checkpointed, baseline, python_state,
                           unaligned_checkpointed],
               "snapshots": snapshots, "latency": latencies, "recovery": recovery, "checkpoint_dip": dips}
