@@ -24,6 +24,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 
 __all__ = ["TcpProxy"]
 
@@ -57,9 +58,10 @@ class TcpProxy:
     def endpoint_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def outage(self, seconds: float) -> threading.Event:
-        """Reset every connection now and every new one for ``seconds``; the returned event is set when the
-        outage is over."""
+    def outage(self, seconds: float, until=None, at_most: float = 120.0) -> threading.Event:
+        """Reset every connection now and every new one for ``seconds``, and with ``until`` (a predicate) until it
+        holds too (checked every 50 ms, ``at_most`` seconds in all): an outage that lasts until its effect was seen,
+        however slow the machine. The returned event is set when the outage is over."""
         over = threading.Event()
         with self._lock:
             self._down = True
@@ -68,6 +70,9 @@ class TcpProxy:
             _reset(connection)
 
         def end():
+            deadline = time.monotonic() + at_most - seconds
+            while until is not None and not until() and time.monotonic() < deadline:
+                time.sleep(0.05)
             with self._lock:
                 self._down = False
             over.set()

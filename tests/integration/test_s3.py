@@ -1,8 +1,10 @@
 """The checkpoint chaos tests with their checkpoints on an S3-protocol server (tests/s3_server.py): a killed worker
-restored from S3, an S3 server that goes away for 5 s mid-job, and a rescaled restore. The file chaos test runs on
+restored from S3, an S3 server that goes away mid-job (for 5 s, and until a checkpoint has failed), and a rescaled
+restore. The file chaos test runs on
 S3 too (tests/integration/test_file_pipeline.py, ``[s3]``)."""
 
 import random
+import threading
 from urllib.parse import urlsplit
 
 import s3fs
@@ -41,8 +43,17 @@ def test_a_killed_worker_and_a_server_away_for_seconds_cost_checkpoints_not_exac
         restored = run.restored_from[-1]
         wait_for(lambda: (run.newest_checkpoint() or (0,))[0] > (restored or 0),
                  what="a checkpoint of the restored attempt")
-        over = proxy.outage(OUTAGE_S)
-        wait_for(lambda: run.coordinator.consecutive_failures >= 1, what="a checkpoint failing while S3 is away")
+        # Away for 5 s and until a checkpoint has failed: uploads retried on a slow machine can outlast 5 s, and the
+        # count goes back to 0 at the first success once the server is back, so it is read while the server is away.
+        failed = threading.Event()
+
+        def a_checkpoint_failed() -> bool:
+            if run.coordinator.consecutive_failures >= 1:
+                failed.set()
+            return failed.is_set()
+
+        over = proxy.outage(OUTAGE_S, until=a_checkpoint_failed)
+        assert failed.wait(120), f"seed {seed}: timed out waiting for a checkpoint failing while S3 is away"
         result = client.get_job_execution_result(timeout=300)
         assert over.is_set(), f"seed {seed}: the job finished during the outage"
         assert result.restarts == 1, f"seed {seed}: failed checkpoints were tolerated, only the kill restarted"
