@@ -248,6 +248,11 @@ class KeyedStateBackend(ABC):
         """The handle for ``descriptor``, created on first use; its class follows the descriptor's. A name
         declared again as another kind of state raises :class:`~runtime.errors.StateUsageError`."""
 
+    def declare_bulk_state(self, descriptor: StateDescriptor) -> None:
+        """Declare a value state that is used only through the methods taking many keys at once and the iteration
+        methods, never through a handle (the aligned window's panes): a backend may lay it out for that."""
+        self.get_state(descriptor)
+
     @abstractmethod
     def get_many(self, state_name: str, keys: list) -> list:
         """The values of ``keys`` in value state ``state_name`` (None where absent), in one call (the

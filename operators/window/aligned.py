@@ -111,7 +111,7 @@ class AlignedWindowPaths:
     def _open_aligned(self, start: int, end: int) -> str:
         name = f"{ALIGNED_WINDOW_STATE_PREFIX}{start}/{end}"
         if start not in self.aligned_windows:
-            self.backend.get_state(ValueStateDescriptor(name))
+            self.backend.declare_bulk_state(ValueStateDescriptor(name))
             self.aligned_windows[start] = end
             heapq.heappush(self._aligned_ends, (end, start))
         return name

@@ -31,6 +31,7 @@ from state_backends.descriptors import (
     ValueStateDescriptor,
     declared_or_class,
 )
+from state_backends.heap.bulk import BulkValueStates
 from state_backends.heap.incremental import GroupFiles
 from state_backends.heap.snapshot import TTL_FORMAT, HeapSnapshot, IncrementalHeapSnapshot
 from state_backends.heap.states import (
@@ -75,7 +76,7 @@ def _as_stored(table: dict) -> dict:
     return table
 
 
-class HeapKeyedStateBackend(KeyedStateBackend):
+class HeapKeyedStateBackend(BulkValueStates, KeyedStateBackend):
     """Keyed state of one subtask that owns ``key_groups`` out of ``max_parallelism``.
 
     >>> from runtime.keys.key_groups import key_group_range
@@ -109,6 +110,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self._ttl_restored: set[str] = set()  # restored with a TTL, not declared yet
         self._ttl_names: set[str] = set()  # both: names whose tables hold (value, last access) entries
         self._tables: dict[str, dict[int, dict]] = {}
+        self._bulk: dict[str, dict] = {}  # bulk states' keys touched since the last barrier (state_backends.heap.bulk)
         self._states: dict[str, State] = {}
         self._descriptors: dict[str, StateDescriptor] = {}
         self._group_of: dict[Any, int] = {}
@@ -175,6 +177,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         return table
 
     def get_state(self, descriptor: StateDescriptor) -> State:
+        self._unbulk(descriptor.name)  # a handle reads key groups only
         state, state_class = declared_or_class(self._descriptors, self._states, descriptor, _STATE_CLASSES)
         if state is not None:
             return state
@@ -261,6 +264,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         place: a snapshot in progress captures their key groups first (copy-on-write, as for keyed access)."""
         if state_name in self._ttl_names:  # once per call: state without TTL pays nothing per key
             return self._ttl_state(state_name, "get_many").get_many(keys)
+        flat = self._bulk.get(state_name)
+        if flat is not None:
+            return self._get_many_bulk(flat, state_name, keys)
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of  # the cache first: a call less per key
         watching = self._watching
@@ -280,6 +286,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         """Set value state ``state_name`` of every key in ``keys`` to the matching entry of ``values``."""
         if state_name in self._ttl_names:
             return self._ttl_state(state_name, "put_many").put_many(keys, values)
+        flat = self._bulk.get(state_name)
+        if flat is not None:
+            return self._put_many_bulk(flat, state_name, keys, values)
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of
         watching = self._watching
@@ -309,6 +318,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     def _fold(self, state_name: str, keys: list, values: list, function, create) -> None:
         """fold_many's loop (``create`` None: ``function(current or None, value)``) and aggregate_many's
         (``function(value, current or create())``): one branch per record costs less than an adapter's call."""
+        flat = self._bulk.get(state_name)
+        if flat is not None:
+            return self._fold_bulk(flat, state_name, keys, values, function, create)
         groups = self._tables[state_name]
         cached, group_of = self._group_of.get, self.key_group_of
         watching = self._watching
@@ -333,6 +345,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         """The synchronous part of a snapshot: O(key groups). None when there is no state. Entries with a TTL are
         judged at the barrier: those expired by then are not written. Incremental (unless ``full``: savepoints
         and final states): only the groups changed since the newest completed checkpoint are written."""
+        self._settle_bulk()
         ttl = None
         if self._ttl_names:
             now = self.clock()
@@ -426,13 +439,15 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             return
         for table in self._tables.get(state_name, {}).values():
             yield from table.keys()
+        yield from list(self._bulk.get(state_name, ()))
 
     def state_size(self) -> tuple[int, None]:
         """Entries (keys, per state) held; bytes are unknown without pickling them."""
-        return sum(len(table) for groups in list(self._tables.values()) for table in list(groups.values())), None
+        held = sum(len(table) for groups in list(self._tables.values()) for table in list(groups.values()))
+        return held + sum(len(flat) for flat in list(self._bulk.values())), None
 
     def state_names(self) -> list[str]:
-        return [name for name, groups in self._tables.items() if any(groups.values())]
+        return [name for name, groups in self._tables.items() if any(groups.values()) or self._bulk.get(name)]
 
     def declared_states(self) -> dict[str, StateDescriptor]:
         return dict(self._descriptors)
@@ -440,6 +455,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     def drop_state(self, state_name: str) -> None:
         # Snapshots hold the group tables themselves, not this mapping: dropping it changes none of them.
         dropped = self._tables.pop(state_name, None)
+        self._bulk.pop(state_name, None)  # its keys' groups were noted as changed when they left their tables
         if dropped and self._changed is not None:
             self._changed.update(dropped)
         state = self._states.pop(state_name, None)
@@ -457,6 +473,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         group = self.key_group_of(key)
         if group not in self.key_groups:
             raise ProtocolError(f"key {key!r} is in key group {group}, not in this backend's {tuple(self.key_groups)}")
+        self._bulk.get(state_name, {}).pop(key, None)
         self._tables.setdefault(state_name, {}).setdefault(group, {})[key] = entry
 
     def raw_entries(self, state_name: str) -> Iterator[tuple[int, Any, Any]]:
@@ -465,6 +482,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         for group, table in self._tables.get(state_name, {}).items():
             for key, entry in table.items():
                 yield group, key, entry
+        yield from self._bulk_entries(state_name)
 
     def restored_with_ttl(self, state_name: str) -> bool:
         """Whether ``state_name`` was restored with a time-to-live and not declared since: its entries, as
@@ -497,6 +515,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         for group, table in self._tables.get(state_name, {}).items():
             for key, value in table.items():
                 yield group, key, value
+        yield from self._bulk_entries(state_name)
 
 
 @dataclass(frozen=True)

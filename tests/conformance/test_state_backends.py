@@ -942,3 +942,155 @@ def test_random_operations_match_a_dict_model_and_snapshots_match_it_at_their_ba
         assert contents(backend) == model, "writing snapshots does not change the live state"
     finally:
         backends.close()
+
+
+# -- bulk value states: used only through the methods taking many keys --------------------------------------
+
+
+def _append(value, accumulator):  # an AggregateFunction's add() changing its accumulator in place
+    accumulator.append(value)
+    return accumulator
+
+
+def test_a_bulk_state_is_a_value_state_read_and_written_many_keys_at_a_time(keyed, implementation):
+    backend = keyed()
+    backend.declare_bulk_state(ValueStateDescriptor("panes"))
+    backend.declare_bulk_state(ValueStateDescriptor("panes"))  # declaring it again changes nothing
+    backend.aggregate_many("panes", ["a", "b", "a"], [1, 2, 3], _append, list)
+    backend.fold_many("panes", ["b", "c"], [4, 5], lambda current, value: (current or []) + [value])
+    backend.put_many("panes", ["d"], [[6]])
+    assert backend.get_many("panes", ["a", "b", "c", "d", "e"]) == [[1, 3], [2, 4], [5], [6], None]
+    assert contents(backend, ["panes"])["panes"] == {"a": [1, 3], "b": [2, 4], "c": [5], "d": [6]}
+    assert sorted(backend.keys("panes")) == ["a", "b", "c", "d"] and "panes" in backend.state_names()
+    if implementation.values_by_reference:  # the heap counts its entries; RocksDB estimates
+        assert backend.state_size()[0] == 4
+    handle = backend.get_state(ValueStateDescriptor("panes"))  # a handle after all: it sees every value
+    backend.set_current_key("b")
+    assert handle.value() == [2, 4]
+    handle.update([7])
+    backend.declare_bulk_state(ValueStateDescriptor("panes"))
+    backend.aggregate_many("panes", ["b"], [8], _append, list)
+    assert backend.get_many("panes", ["b"]) == [[7, 8]]
+    backend.drop_state("panes")
+    assert list(backend.entries("panes")) == [] and "panes" not in backend.state_names()
+    backend.declare_bulk_state(ValueStateDescriptor("panes"))
+    assert backend.get_many("panes", ["a", "b"]) == [None, None]
+
+
+def test_a_snapshot_holds_a_bulk_state_as_it_was_at_the_barrier_while_its_accumulators_change_in_place(
+        keyed, implementation):
+    backend = keyed()
+    backend.declare_bulk_state(ValueStateDescriptor("panes"))
+    backend.aggregate_many("panes", KEYS, [1] * len(KEYS), _append, list)
+    first = backend.snapshot()
+    first_rows = first.serialized()
+    written_first = [next(first_rows)]  # one key group written before the task goes on
+    backend.aggregate_many("panes", KEYS, [2] * len(KEYS), _append, list)
+    second = backend.snapshot()  # while the first is still being written
+    backend.aggregate_many("panes", KEYS[::2], [3] * len(KEYS[::2]), _append, list)
+    for rows, expected in ((written_first + list(first_rows), {k: [1] for k in KEYS}),
+                           (list(second.serialized()), {k: [1, 2] for k in KEYS})):
+        copy_ = restored(keyed, rows)
+        copy_.declare_bulk_state(ValueStateDescriptor("panes"))
+        assert contents(copy_, ["panes"])["panes"] == expected
+        assert copy_.get_many("panes", KEYS) == [expected[k] for k in KEYS]
+    assert contents(backend, ["panes"])["panes"] == {k: [1, 2, 3] if i % 2 == 0 else [1, 2]
+                                                      for i, k in enumerate(KEYS)}
+
+
+_bulk_keys = st.lists(_key, max_size=5)
+BULK_OPERATIONS = st.lists(st.one_of(
+    st.tuples(st.just("aggregate"), _bulk_keys, _n),
+    st.tuples(st.just("fold"), _bulk_keys, _n),
+    st.tuples(st.just("put_many"), _bulk_keys, _n),
+    st.tuples(st.just("mutate"), _bulk_keys, _n),
+    st.tuples(st.just("handle"), _key, _n),
+    st.tuples(st.just("drop")),
+    st.tuples(st.just("snapshot")),
+    st.tuples(st.just("advance"), _slot),
+    st.tuples(st.just("discard"), _slot),
+    st.tuples(st.just("close"), _slot),
+), min_size=10, max_size=60)
+
+
+@pytest.mark.parametrize("max_parallelism", [MAX_PARALLELISM, 4], ids=["128-groups", "4-groups"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=BULK_OPERATIONS)
+def test_random_bulk_operations_match_a_dict_model_and_snapshots_match_it_at_their_barrier(
+        state_backend, implementation, max_parallelism, operations):
+    """Accumulators changed in place (as an aggregate function may), values read and written back, a handle taken
+    on the state and the state dropped, with up to two snapshots being written at a time."""
+    backends = KeyedBackends(state_backend)
+    bulk = ValueStateDescriptor("b")
+    try:
+        backend = backends(max_parallelism=max_parallelism)
+        backend.declare_bulk_state(bulk)
+        model: dict = {}
+        pending = []  # [snapshot, its rows iterator, rows written so far, the model at its barrier]
+        finished = []  # (rows, the model at the barrier)
+        for kind, *args in operations:
+            if kind == "aggregate":
+                keys, n = args
+                backend.aggregate_many("b", keys, [n] * len(keys), _append, list)
+                for key in keys:
+                    model[key] = model.get(key, []) + [n]
+            elif kind == "fold":
+                keys, n = args
+                backend.fold_many("b", keys, [n] * len(keys), lambda current, value: (current or []) + [value])
+                for key in keys:
+                    model[key] = model.get(key, []) + [n]
+            elif kind == "put_many":
+                keys, n = args
+                backend.put_many("b", keys, [[n, key] for key in keys])
+                model.update({key: [n, key] for key in keys})
+            elif kind == "mutate":
+                keys = list(dict.fromkeys(args[0]))
+                values = backend.get_many("b", keys)
+                assert values == [model.get(key) for key in keys]
+                present = [(key, value) for key, value in zip(keys, values) if value is not None]
+                for key, value in present:
+                    value.append(args[1])
+                    model[key] = model[key] + [args[1]]
+                if not implementation.values_by_reference:
+                    backend.put_many("b", [key for key, _ in present], [value for _, value in present])
+            elif kind == "handle":  # a handle taken on the state after all, then used in bulk again
+                key, n = args
+                handle = backend.get_state(bulk)
+                backend.set_current_key(key)
+                assert handle.value() == model.get(key)
+                handle.update([n])
+                model[key] = [n]
+                backend.declare_bulk_state(bulk)
+            elif kind == "drop":
+                backend.drop_state("b")
+                backend.declare_bulk_state(bulk)
+                model.clear()
+            elif kind == "snapshot":
+                if len(pending) < 2:
+                    snapshot = backend.snapshot()
+                    assert (snapshot is None) == (not model), f"snapshot() is None exactly without state: {model}"
+                    if snapshot is not None:
+                        pending.append([snapshot, snapshot.serialized(), [], copy.deepcopy(model)])
+            elif args[0] < len(pending):
+                entry = pending[args[0]]
+                if kind == "advance":
+                    row = next(entry[1], None)
+                    if row is None:
+                        pending.remove(entry)
+                        finished.append((entry[2], entry[3]))
+                    else:
+                        entry[2].append(row)
+                else:
+                    entry[0].discard() if kind == "discard" else entry[1].close()
+                    pending.remove(entry)
+        assert contents(backend, ["b"])["b"] == model
+        assert sorted(backend.keys("b"), key=repr) == sorted(model, key=repr)
+        for _, rows, written, at_barrier in pending:
+            finished.append((written + list(rows), at_barrier))
+        for rows, at_barrier in finished:
+            copy_ = restored(backends, rows, max_parallelism=max_parallelism)
+            copy_.declare_bulk_state(bulk)
+            assert contents(copy_, ["b"])["b"] == at_barrier
+            assert copy_.get_many("b", PROPERTY_KEYS) == [at_barrier.get(key) for key in PROPERTY_KEYS]
+    finally:
+        backends.close()

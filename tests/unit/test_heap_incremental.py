@@ -261,3 +261,38 @@ def test_a_checkpoint_aborted_while_its_groups_are_written_leaves_no_rows_file(j
     assert sorted(path.rsplit("/", 1)[1].split("-")[1] for path in job.storage.shared_files()) == \
         ["1.rows.arrow", "3.rows.arrow"]
     assert restored(job, third, 3, HeapKeyedStateBackend(MAX_P, ALL)) == job.contents()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_bulk_states_checkpoints_write_the_groups_its_keys_changed_in_and_restore_its_barrier_state(tmp_path, seed):
+    """A bulk state (the aligned window's panes) holds the keys touched since the last barrier outside their key
+    groups: each checkpoint still writes exactly the groups changed since the last completed one, and restores the
+    state at its barrier."""
+    job = Job(tmp_path, declare=False)
+    try:
+        backend, rng = job.backend, random.Random(seed)
+        backend.declare_bulk_state(ValueStateDescriptor("count"))
+        backend.aggregate_many("count", list(range(KEYS)), [1] * KEYS, lambda value, total: total + value, int)
+        job.checkpoint(1)
+        changed: set[int] = set()  # groups changed since the last completed checkpoint
+        for checkpoint_id in range(2, 10):
+            groups = set(rng.sample(range(MAX_P), rng.choice([1, 3, 40])))
+            candidates = keys_in_groups(groups)
+            keys = rng.sample(candidates, min(len(candidates), 30))
+            new = range(KEYS * checkpoint_id, KEYS * (checkpoint_id + 1))  # keys no checkpoint holds yet
+            keys += [key for key in new if assign_to_key_group(key, MAX_P) in groups][:5]
+            backend.aggregate_many("count", keys, [checkpoint_id] * len(keys), lambda value, total: total + value, int)
+            if rng.random() < 0.3:
+                backend.put_many("count", keys[:3], [0] * 3)
+            changed |= {assign_to_key_group(key, MAX_P) for key in keys}
+            expected = job.contents()
+            complete = rng.random() < 0.8
+            handle = job.checkpoint(checkpoint_id, complete=complete)
+            written = {group for group, path in manifest(job, handle, checkpoint_id).files.items()
+                       if path.endswith(f"-{checkpoint_id}.rows.arrow")}
+            assert written == changed, checkpoint_id
+            if complete:
+                changed = set()
+            assert restored(job, handle, checkpoint_id, HeapKeyedStateBackend(MAX_P, ALL)) == expected, checkpoint_id
+    finally:
+        job.close()
