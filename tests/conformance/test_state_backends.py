@@ -889,6 +889,46 @@ class ModelRun:
                     del m[key]
 
 
+class SnapshotsInFlight:
+    """Up to two snapshots of ``backend`` being written while operations go on, each with a copy of ``model`` at
+    its barrier; ``is_empty()``: whether the model holds no state (then ``snapshot()`` must be None)."""
+
+    def __init__(self, backend: KeyedStateBackend, model: dict, is_empty: Callable[[], bool]):
+        self.backend, self.model, self.is_empty = backend, model, is_empty
+        self.pending: list = []  # [snapshot, its rows iterator, rows written so far, the model at its barrier]
+        self.finished: list = []  # (rows, the model at the barrier)
+
+    def apply(self, operation: tuple) -> bool:
+        """Take, advance, discard or close a snapshot; False if ``operation`` is none of those."""
+        kind = operation[0]
+        if kind == "snapshot":
+            if len(self.pending) < 2:
+                snapshot = self.backend.snapshot()
+                assert (snapshot is None) == self.is_empty(), f"snapshot() is None exactly without state: {self.model}"
+                if snapshot is not None:
+                    self.pending.append([snapshot, snapshot.serialized(), [], copy.deepcopy(self.model)])
+            return True
+        if kind not in ("advance", "discard", "close"):
+            return False
+        if operation[1] < len(self.pending):
+            entry = self.pending[operation[1]]
+            if kind == "advance":
+                row = next(entry[1], None)
+                if row is None:
+                    self.pending.remove(entry)
+                    self.finished.append((entry[2], entry[3]))
+                else:
+                    entry[2].append(row)
+            else:
+                entry[0].discard() if kind == "discard" else entry[1].close()
+                self.pending.remove(entry)
+        return True
+
+    def written(self) -> list:
+        """``(rows, the model at the barrier)`` of every snapshot not discarded, the pending ones written out."""
+        return self.finished + [(written + list(rows), at_barrier) for _, rows, written, at_barrier in self.pending]
+
+
 @pytest.mark.parametrize("max_parallelism", [MAX_PARALLELISM, 4], ids=["128-groups", "4-groups"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prefilled=st.booleans(), operations=OPERATIONS)
@@ -903,39 +943,15 @@ def test_random_operations_match_a_dict_model_and_snapshots_match_it_at_their_ba
             for index, key in enumerate(PROPERTY_KEYS):
                 for operation in (("set", key, index), ("add", key, index), ("put", key, "x", index)):
                     run.apply(operation)
-        pending = []  # [snapshot, its rows iterator, rows written so far, the model at its barrier]
-        finished = []  # (rows, the model at the barrier)
+        snapshots = SnapshotsInFlight(backend, model, lambda: not any(model.values()))
         for operation in operations:
-            kind = operation[0]
-            if kind == "snapshot":
-                if len(pending) < 2:
-                    snapshot = backend.snapshot()
-                    empty = not any(model.values())
-                    assert (snapshot is None) == empty, f"snapshot() is None exactly without state, model {model}"
-                    if snapshot is not None:
-                        pending.append([snapshot, snapshot.serialized(), [], copy.deepcopy(model)])
-            elif kind in ("advance", "discard", "close"):
-                if operation[1] < len(pending):
-                    entry = pending[operation[1]]
-                    if kind == "advance":
-                        row = next(entry[1], None)
-                        if row is None:
-                            pending.remove(entry)
-                            finished.append((entry[2], entry[3]))
-                        else:
-                            entry[2].append(row)
-                    else:
-                        entry[0].discard() if kind == "discard" else entry[1].close()
-                        pending.remove(entry)
-            else:
+            if not snapshots.apply(operation):
                 run.apply(operation)
         assert contents(backend) == model
         assert handle_contents(backend, PROPERTY_KEYS) == model
         for name in model:
             assert sorted(backend.keys(name), key=repr) == sorted(model[name], key=repr)
-        for _, rows, written, at_barrier in pending:
-            finished.append((written + list(rows), at_barrier))
-        for rows, at_barrier in finished:
+        for rows, at_barrier in snapshots.written():
             copy_ = restored(backends, rows, max_parallelism=max_parallelism)
             assert contents(copy_) == at_barrier
             assert handle_contents(copy_, PROPERTY_KEYS) == at_barrier
@@ -1026,9 +1042,10 @@ def test_random_bulk_operations_match_a_dict_model_and_snapshots_match_it_at_the
         backend = backends(max_parallelism=max_parallelism)
         backend.declare_bulk_state(bulk)
         model: dict = {}
-        pending = []  # [snapshot, its rows iterator, rows written so far, the model at its barrier]
-        finished = []  # (rows, the model at the barrier)
+        snapshots = SnapshotsInFlight(backend, model, lambda: not model)
         for kind, *args in operations:
+            if snapshots.apply((kind, *args)):
+                continue
             if kind == "aggregate":
                 keys, n = args
                 backend.aggregate_many("b", keys, [n] * len(keys), _append, list)
@@ -1065,29 +1082,9 @@ def test_random_bulk_operations_match_a_dict_model_and_snapshots_match_it_at_the
                 backend.drop_state("b")
                 backend.declare_bulk_state(bulk)
                 model.clear()
-            elif kind == "snapshot":
-                if len(pending) < 2:
-                    snapshot = backend.snapshot()
-                    assert (snapshot is None) == (not model), f"snapshot() is None exactly without state: {model}"
-                    if snapshot is not None:
-                        pending.append([snapshot, snapshot.serialized(), [], copy.deepcopy(model)])
-            elif args[0] < len(pending):
-                entry = pending[args[0]]
-                if kind == "advance":
-                    row = next(entry[1], None)
-                    if row is None:
-                        pending.remove(entry)
-                        finished.append((entry[2], entry[3]))
-                    else:
-                        entry[2].append(row)
-                else:
-                    entry[0].discard() if kind == "discard" else entry[1].close()
-                    pending.remove(entry)
         assert contents(backend, ["b"])["b"] == model
         assert sorted(backend.keys("b"), key=repr) == sorted(model, key=repr)
-        for _, rows, written, at_barrier in pending:
-            finished.append((written + list(rows), at_barrier))
-        for rows, at_barrier in finished:
+        for rows, at_barrier in snapshots.written():
             copy_ = restored(backends, rows, max_parallelism=max_parallelism)
             copy_.declare_bulk_state(bulk)
             assert contents(copy_, ["b"])["b"] == at_barrier
