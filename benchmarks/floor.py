@@ -133,7 +133,9 @@ def measure_parts(repeats: int) -> dict:
 
 def measure_window_parts(repeats: int) -> dict:
     """The windowed reference job's floor, part by part (see the module's docstring); beside it, what the engine's
-    own heap backend costs for the fold (``fold_many``, the aligned window's path)."""
+    own heap backend costs for the fold (``fold_many``, the aligned window's path), with the state in key groups
+    and as a bulk state (:mod:`state_backends.heap.bulk`: how the aligned window holds its panes), between
+    barriers."""
     from benchmarks.windows import KEYS as WINDOW_KEYS, Count, event_time
     from operators.window.operator import Aggregate
     from runtime.keys.key_groups import assign_to_key_group, key_group_range
@@ -176,6 +178,12 @@ def measure_window_parts(repeats: int) -> dict:
     def engine_fold():
         backend.fold_many("window", keys, ones, fold)
 
+    bulk_backend = HeapKeyedStateBackend(128, key_group_range(128, 1, 0))
+    bulk_backend.declare_bulk_state(ValueStateDescriptor("window"))
+
+    def engine_bulk_fold():
+        bulk_backend.fold_many("window", keys, ones, fold)
+
     encode_ns, decode_ns = codec_trip_ns(RecordCodec(Types.LONG()),
                                          TimestampedBatch.of(numbers, [event_time(n) for n in numbers]), repeats)
     parts = {
@@ -186,7 +194,8 @@ def measure_window_parts(repeats: int) -> dict:
         "Arrow encode (a long, its timestamp)": encode_ns,
         "Arrow decode (a long, its timestamp)": decode_ns,
     }
-    engine = {"accumulator fold (heap backend, fold_many)": per_record_ns(engine_fold, BATCH, repeats)}
+    engine = {"accumulator fold (heap backend, fold_many)": per_record_ns(engine_fold, BATCH, repeats),
+              "the same on a bulk state (the aligned window's)": per_record_ns(engine_bulk_fold, BATCH, repeats)}
     floor = (parts["timestamp assigner call"] + parts["key selector call (n % 10,000)"]
              + parts["key group, cached per key"] + parts["accumulator read + add + write (a dict)"]
              + 0.5 * (parts["Arrow encode (a long, its timestamp)"] + parts["Arrow decode (a long, its timestamp)"]))
