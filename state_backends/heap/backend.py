@@ -2,7 +2,8 @@
 
 Tables are split by key group so that a snapshot can be written, and a rescaled restore read, one key group
 at a time. The key group of a key is computed once per distinct key and cached: keys repeat, and the
-stable hash is the costliest step of a state access.
+stable hash is the costliest step of a state access. Value states used only many keys at a time (the aligned
+window's panes) keep the keys touched since the last barrier in one flat dict instead (:mod:`state_backends.heap.bulk`).
 
 A descriptor with a time-to-live gets the handles of :mod:`state_backends.heap.ttl_states`, whose tables hold
 each entry with its last-access time (``clock``, processing time in ms); every other state is untouched by TTL.
@@ -342,7 +343,8 @@ class HeapKeyedStateBackend(BulkValueStates, KeyedStateBackend):
     # -- snapshots ------------------------------------------------------------------------------------
 
     def snapshot(self, full: bool = False) -> HeapSnapshot | None:
-        """The synchronous part of a snapshot: O(key groups). None when there is no state. Entries with a TTL are
+        """The synchronous part of a snapshot: O(key groups), plus moving the keys bulk states touched since the
+        last barrier back into their key groups (:mod:`state_backends.heap.bulk`). None when there is no state. Entries with a TTL are
         judged at the barrier: those expired by then are not written. Incremental (unless ``full``: savepoints
         and final states): only the groups changed since the newest completed checkpoint are written."""
         self._settle_bulk()
