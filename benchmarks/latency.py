@@ -16,7 +16,7 @@ import random
 import tempfile
 import time
 
-from benchmarks.spark_baseline import MIN_MEASURED_BATCHES, run_for
+from benchmarks.spark_baseline import MIN_MEASURED_BATCHES, query_checkpoint_dir, run_for
 from operators import KeyedProcessFunction, Sink, SinkWriter, ValueStateDescriptor
 from operators.sources import SequenceSource
 from runtime import StreamExecutionEnvironment
@@ -112,7 +112,7 @@ def run_sss_latency(spark, records_per_second: float, seconds: float, keys: int,
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.shuffle.partitions", "2")
-    with tempfile.TemporaryDirectory(prefix="chandy-sss-latency-") as checkpoint:
+    with query_checkpoint_dir("chandy-sss-latency-") as checkpoint:
         stream = spark.readStream.format("rate").option("rowsPerSecond", int(records_per_second)) \
             .option("numPartitions", 2).load()
         query = (stream.select((F.col("value") % keys).alias("k")).groupBy("k").count()

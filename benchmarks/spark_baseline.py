@@ -8,13 +8,38 @@ the driver (a collect of at most ``keys`` rows), so their final counts are check
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import sys
 import tempfile
 import time
+from typing import Iterator
 
 MIN_MEASURED_BATCHES = 2  # after the warm-up batch: a rate needs at least this many (quick runs ask for 1)
 PATIENCE = 10  # a busy machine may take this many times the planned duration to get there
 MIN_PATIENCE_S = 60.0  # and at least this long: a session's first query with Python state takes over 10 s
+
+
+@contextlib.contextmanager
+def query_checkpoint_dir(prefix: str) -> Iterator[str]:
+    """A temporary checkpoint directory for one Structured Streaming query, removed afterwards. A stopped query's
+    last tasks may still be writing state files into it (its stream thread can end first: Spark logs a
+    StackOverflowError there when our benchmarks stop their queries), so removal is tried again for up to 10 s, and
+    whatever then remains is left in the system's temporary directory rather than failing the benchmark."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield path
+    finally:
+        for _ in range(40):
+            try:
+                shutil.rmtree(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:  # a file appeared while the directory was being removed
+                time.sleep(0.25)
+        else:
+            print(f"left {path}: a stopped Spark query kept writing into it", file=sys.stderr)
 
 
 def _batches_with_input(query) -> int:
@@ -96,7 +121,7 @@ def run_jvm_groupby_count(spark, keys: int, rows_per_batch: int, seconds: float,
 
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     updates: dict = {}
-    with tempfile.TemporaryDirectory(prefix="chandy-sss-") as checkpoint:
+    with query_checkpoint_dir("chandy-sss-") as checkpoint:
         stream = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch)
                   .option("numPartitions", 2).load())
         query = (stream.select((F.col("value") % keys).alias("k")).groupBy("k").count()
@@ -144,7 +169,7 @@ def run_python_state_count(spark, keys: int, rows_per_batch: int, seconds: float
     spark.conf.set("spark.sql.streaming.stateStore.providerClass",
                    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
     updates: dict = {}
-    with tempfile.TemporaryDirectory(prefix="chandy-sss-py-") as checkpoint:
+    with query_checkpoint_dir("chandy-sss-py-") as checkpoint:
         stream = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch)
                   .option("numPartitions", 2).load().select((F.col("value") % keys).alias("k")))
         query = (stream.groupBy("k").transformWithStateInPandas(

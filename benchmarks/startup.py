@@ -75,6 +75,8 @@ def run_sss_first_output(spark, keys: int, rows_per_batch: int = 10_000) -> dict
     with output, whose rows a ``foreachBatch`` sink collected to the driver."""
     from pyspark.sql import functions as F
 
+    from benchmarks.spark_baseline import query_checkpoint_dir
+
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     first = threading.Event()
     noted: dict = {}
@@ -85,7 +87,7 @@ def run_sss_first_output(spark, keys: int, rows_per_batch: int = 10_000) -> dict
             noted.update(at=time.time(), batch=batch_id, records=sum(row["count"] for row in rows))
             first.set()
 
-    with tempfile.TemporaryDirectory(prefix="chandy-sss-startup-") as checkpoint:
+    with query_checkpoint_dir("chandy-sss-startup-") as checkpoint:
         stream = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch)
                   .option("numPartitions", 2).load())
         writer = (stream.select((F.col("value") % keys).alias("k")).groupBy("k").count()

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 from benchmarks.latency import percentiles
-from benchmarks.spark_baseline import MIN_MEASURED_BATCHES, _rate, run_for
+from benchmarks.spark_baseline import MIN_MEASURED_BATCHES, _rate, query_checkpoint_dir, run_for
 from operators import AggregateFunction, Sink, SinkWriter, TumblingEventTimeWindows, WindowFunction
 from operators.sources import SequenceSource
 from runtime import Duration, StreamExecutionEnvironment, WatermarkStrategy
@@ -138,7 +138,7 @@ def run_sss_windowed(spark, rows_per_batch: int, seconds: float, min_batches: in
         for row in batch.groupBy("start").agg(F.sum("count").alias("rows")).collect():
             closed[row["start"]] = closed.get(row["start"], 0) + row["rows"]
 
-    with tempfile.TemporaryDirectory(prefix="chandy-sss-window-") as checkpoint:
+    with query_checkpoint_dir("chandy-sss-window-") as checkpoint:
         stream = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch)
                   .option("numPartitions", 2).option("startTimestamp", 0)
                   .option("advanceMillisPerBatch", max(1, rows_per_batch // 1000)).load())
@@ -188,7 +188,7 @@ def run_sss_window_latency(spark, rate: float, seconds: float, min_batches: int 
         for row in batch.select("end").distinct().collect():
             samples.append(now_ms - row["end"])
 
-    with tempfile.TemporaryDirectory(prefix="chandy-sss-window-latency-") as checkpoint:
+    with query_checkpoint_dir("chandy-sss-window-latency-") as checkpoint:
         stream = spark.readStream.format("rate").option("rowsPerSecond", int(rate)).option("numPartitions", 2).load()
         counts = (stream.withWatermark("timestamp", "0 seconds")
                   .groupBy(F.window("timestamp", "1 second"), (F.col("value") % KEYS).alias("k")).count()
