@@ -344,9 +344,10 @@ class HeapKeyedStateBackend(BulkValueStates, KeyedStateBackend):
 
     def snapshot(self, full: bool = False) -> HeapSnapshot | None:
         """The synchronous part of a snapshot: O(key groups), plus moving the keys bulk states touched since the
-        last barrier back into their key groups (:mod:`state_backends.heap.bulk`). None when there is no state. Entries with a TTL are
-        judged at the barrier: those expired by then are not written. Incremental (unless ``full``: savepoints
-        and final states): only the groups changed since the newest completed checkpoint are written."""
+        last barrier back into their key groups (:mod:`state_backends.heap.bulk`). None when there is no state.
+        Entries with a TTL are judged at the barrier: those expired by then are not written. Incremental (unless
+        ``full``: savepoints and final states): only the groups changed since the newest completed checkpoint are
+        written."""
         self._settle_bulk()
         ttl = None
         if self._ttl_names:
@@ -457,7 +458,8 @@ class HeapKeyedStateBackend(BulkValueStates, KeyedStateBackend):
     def drop_state(self, state_name: str) -> None:
         # Snapshots hold the group tables themselves, not this mapping: dropping it changes none of them.
         dropped = self._tables.pop(state_name, None)
-        self._bulk.pop(state_name, None)  # its keys' groups were noted as changed when they left their tables
+        # A key of the flat dict either left its group's table (noted as changed then) or is in no checkpoint.
+        self._bulk.pop(state_name, None)
         if dropped and self._changed is not None:
             self._changed.update(dropped)
         state = self._states.pop(state_name, None)

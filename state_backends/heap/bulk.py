@@ -15,10 +15,11 @@ last barrier in one flat dict instead, so that a record costs one lookup:
 
 The move at the barrier costs about 0.12 us per key touched since the last barrier, in the snapshot's synchronous
 part (before the barrier goes on downstream; 8 ms for 65,536 keys, measured with the machine busy); a key's first
-access after it costs one move back. So that the move stays under about 8 ms, a bulk state that has touched more than :data:`BULK_KEYS_LIMIT` keys since the
-last barrier goes back to the key-group layout, and the backend lays out no further state flat. Measured in the
-windowed reference job (10,000 keys, a checkpoint every second, five alternated rounds), the flat dict took the
-job's CPU per record from 911 to 791 core-ns at the median, the moves included.
+access after it costs one move back. So that the move stays under about 8 ms, a bulk state that has touched more
+than :data:`BULK_KEYS_LIMIT` keys since the last barrier goes back to the key-group layout, and the backend lays out
+no further state flat. Measured in the windowed reference job (10,000 keys, a checkpoint every second, five
+alternated rounds), the flat dict took the job's CPU per record from 911 to 791 core-ns at the median, the moves
+included.
 
 >>> from runtime.keys.key_groups import key_group_range
 >>> from state_backends.descriptors import ValueStateDescriptor
