@@ -627,7 +627,8 @@ class StreamExecutionEnvironment:
             _warn_about_sinks_that_commit_on_checkpoints(graph)
 
     def _tune(self, graph, settings: Settings) -> None:
-        """What the slots read from the graph: the heartbeat timeout, buffer debloating, the metrics interval."""
+        """What the slots read from the graph: the heartbeat timeout, buffer debloating, the metrics interval, the GIL
+        switch interval and CPU pinning."""
         graph.heartbeat_timeout_ms = settings.heartbeat_timeout_ms
         debloat = settings.buffer_debloat_target_ms if settings.buffer_debloating else 0
         if self._debloat_target_ms is not None:
@@ -635,6 +636,7 @@ class StreamExecutionEnvironment:
         graph.debloat_target_ms = debloat or None
         graph.metrics_interval_ms = settings.metrics_interval_ms
         graph.switch_interval_ms = settings.switch_interval_ms
+        graph.cpu_affinity = settings.cpu_affinity
 
     def execute(self, job_name: str | None = None, restore_from: int | str | None = None,
                 allow_non_restored_state: bool | None = None) -> JobResult:

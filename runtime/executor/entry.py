@@ -14,6 +14,7 @@ import traceback
 
 import cloudpickle
 
+from runtime.executor.cpu_affinity import allowed_cpus, cpu_for_slot, pinned_to
 from runtime.executor.executor_stdout import printing_to_the_executors_stdout
 from runtime.executor.slot import SlotRunner, report_before_registering
 from runtime.ids import Attempt, SlotIndex, SubtaskIndex
@@ -67,7 +68,8 @@ def barrier_task(payload: bytes, coordinator: tuple[str, int], security: Connect
 
         context = BarrierTaskContext.get()
         slot = SlotIndex(context.partitionId())
-        host = context.getTaskInfos()[slot].address.rsplit(":", 1)[0]
+        addresses = [info.address for info in context.getTaskInfos()]
+        host = addresses[slot].rsplit(":", 1)[0]
         try:
             graph = cloudpickle.loads(payload)
             restore_storage, restore = pickle.loads(restore_payload) if restore_payload else (None, None)
@@ -75,7 +77,9 @@ def barrier_task(payload: bytes, coordinator: tuple[str, int], security: Connect
             _report_unloadable_job(coordinator, security, attempt, slot, exc)
             raise
         startup[marks.LOADED] = time.time()
-        with printing_to_the_executors_stdout():  # as Flink's TaskManagers print, not to Spark's stderr
+        colocated = [i for i, address in enumerate(addresses) if address == addresses[slot]]  # this executor's
+        cpu = cpu_for_slot(graph.cpu_affinity, colocated.index(slot), len(colocated), allowed_cpus())
+        with printing_to_the_executors_stdout(), pinned_to(cpu):  # print as Flink's TaskManagers do, not to stderr
             results = SlotRunner(graph, coordinator, attempt, slot, host, security, restore, restore_storage,
                                  stop_sources, startup).run()
         if results is not None:  # None: cancelled

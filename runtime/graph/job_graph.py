@@ -163,6 +163,7 @@ class JobGraph:
     debloat_target_ms: float | None = 1_000.0  # buffer debloating: in-flight records drain in this time (None: off)
     metrics_interval_ms: float = 1_000.0  # how often slots report their metrics to the driver (0: never)
     switch_interval_ms: float | None = None  # the executors' GIL switch interval while a slot runs (None: Python's)
+    cpu_affinity: str = "auto"  # whether a slot's worker is pinned to one CPU (runtime.executor.cpu_affinity)
 
     @property
     def heartbeat_interval_ms(self) -> float:

@@ -33,7 +33,7 @@ from runtime.settings.parsers import (
 __all__ = ["Option", "Applied", "Choice", "OPTIONS", "IGNORED_FLINK_KEYS", "IGNORED_FLINK_PREFIXES",
            "SPARK_SIGNALS", "option_named", "known_flink_keys", "known_spark_keys", "parse_float",
            "parse_duration_or_off", "parse_switch_interval_ms", "readable_ms", "STATE_BACKENDS", "CHECKPOINTING_MODES",
-           "RUNTIME_MODES", "RESTART_STRATEGIES"]
+           "RUNTIME_MODES", "RESTART_STRATEGIES", "CPU_AFFINITY"]
 
 
 class Applied(Enum):
@@ -83,6 +83,10 @@ CHECKPOINTING_MODES = Choice("a checkpointing mode", (("exactly_once", "EXACTLY_
                              "one of ['AT_LEAST_ONCE', 'EXACTLY_ONCE']")
 RUNTIME_MODES = Choice("a runtime mode", (("streaming", "STREAMING"), ("batch", "BATCH"), ("automatic", "AUTOMATIC")),
                        "one of STREAMING, BATCH, AUTOMATIC")
+CPU_AFFINITY = Choice("a CPU affinity policy", (("auto", "auto"), ("on", "on"), ("true", "on"), ("off", "off"),
+                                               ("false", "off")),
+                      "'auto' (pin each slot's worker to a CPU when the slots on an executor are as many as its "
+                      "CPUs), 'on' (always) or 'off' (never)")
 RESTART_STRATEGIES = Choice("a restart strategy", (
     ("fixed-delay", "fixed-delay"), ("fixeddelay", "fixed-delay"), ("fixed_delay", "fixed-delay"),
     ("failure-rate", "failure-rate"), ("failurerate", "failure-rate"), ("failure_rate", "failure-rate"),
@@ -315,6 +319,11 @@ OPTIONS: tuple[Option, ...] = (
            "slot runs (sys.setswitchinterval): shorter, a lookup of queryable state waits less at each thread it "
            "crosses.", "duration above 0 ('1 ms', '500 us')",
            default_text="Python's, 5 ms"),
+    Option("cpu_affinity", (), "spark.chandy.cpuAffinity", CPU_AFFINITY, "auto",
+           "Pin each slot's Python worker to one CPU while the slot runs: a worker computes on one core at a time, "
+           "and pinned, its threads never queue on another worker's core while their own idles. auto: when the "
+           "job's slots on an executor are as many as its CPUs; on: always (slots round-robin over the CPUs); off: "
+           "never.", "auto, on or off"),
     _bool("ui_enabled", (), "spark.chandy.ui.enabled", True,
           "The dashboard and REST API on the driver. Off, a job with checkpointing still runs the REST API (its "
           "control plane for chandy savepoint / stop), without the page and with the token for every request."),

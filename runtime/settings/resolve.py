@@ -66,6 +66,7 @@ class Settings:
     buffer_debloat_target_ms: int = 1000  # 0: off
     metrics_interval_ms: int = 1000  # 0: off
     switch_interval_ms: float | None = None  # None: Python's own (5 ms)
+    cpu_affinity: str = "auto"  # runtime.executor.cpu_affinity
     ui_enabled: bool = True
     ui_port: int = 8081
     ui_bind_address: str | None = None  # None: the driver's host
