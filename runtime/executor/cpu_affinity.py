@@ -4,8 +4,8 @@ A Python worker computes on one core at a time (its interpreter lock), however m
 Linux wakes a thread on or near the core of the thread that woke it: a channel's reader woken by another slot's
 data, a subtask woken by a batch. So a worker's threads can queue on a core where another worker computes while
 their own core idles, until the scheduler's balancing moves them apart. On the 2-core benchmark machine the
-windowed reference job's cores idled 8.1% of its run unpinned and 3.4% pinned (medians of seven alternated
-rounds), and it ran 9% faster pinned.
+windowed reference job's cores idled 6.6% of its run unpinned and 1.1% pinned (medians of six alternated rounds),
+and it ran 6% faster pinned.
 
 Pinned, the threads a worker starts during the slot (RocksDB's, Arrow's) share its core too. That costs nothing
 when every core runs a slot anyway, and would waste idle cores otherwise: so ``auto`` pins only when the job's
@@ -27,11 +27,10 @@ import logging
 import os
 from typing import Iterable
 
-__all__ = ["cpu_for_slot", "pinned_to", "allowed_cpus", "CPU_AFFINITY_POLICIES"]
+__all__ = ["cpu_for_slot", "pinned_to", "allowed_cpus"]
 
 log = logging.getLogger(__name__)
 
-CPU_AFFINITY_POLICIES = ("auto", "on", "off")
 _TASKS = "/proc/self/task"
 
 

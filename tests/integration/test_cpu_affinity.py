@@ -40,7 +40,7 @@ def test_each_slot_runs_on_a_cpu_of_its_own_while_pinned_and_on_every_cpu_after(
     assert all(len(sets) == 1 for sets in pinned.values()) and all(len(c) == 1 for c in cpus)
     assert cpus[0] != cpus[1]
     after = _cpus_by_worker(spark, env, "off", "cpu-affinity-off")
-    assert all(sets == {CPUS} for sets in after.values())  # a reused worker was put back
+    assert all(sets == {CPUS} for sets in after.values())  # a worker Spark reused is back on every CPU
 
 
 @pytest.mark.skipif(len(CPUS) != 2, reason="auto pins where the slots on the executor are as many as its CPUs")
